@@ -1,0 +1,255 @@
+//! The data model that flows through an infertel pipeline.
+//!
+//! A scrape becomes a [`Batch`]: a list of [`Series`], each a sorted [`Labels`]
+//! set (the metric name is the `__name__` label, as in Prometheus) with one or
+//! more [`Sample`]s, plus the [`Metadata`] of the families those series belong
+//! to. Labels are reference counted so that a receiver can intern a target's
+//! label sets once and hand out cheap clones on every scrape; only values and
+//! timestamps change between scrapes.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// Label name that carries the metric name.
+pub const METRIC_NAME: &str = "__name__";
+
+/// Bit pattern of the Prometheus staleness marker. Only staleness may carry it.
+pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
+/// Bit pattern Prometheus gives every NaN it scrapes, so scraped data can
+/// never be mistaken for a staleness marker.
+pub const NORMAL_NAN_BITS: u64 = 0x7ff8_0000_0000_0001;
+
+/// The staleness marker as an `f64`.
+pub fn stale_nan() -> f64 {
+    f64::from_bits(STALE_NAN_BITS)
+}
+
+/// True when `v` is bit for bit the staleness marker.
+pub fn is_stale_nan(v: f64) -> bool {
+    v.to_bits() == STALE_NAN_BITS
+}
+
+/// Replaces any NaN with the canonical scraped NaN (keeps other values).
+pub fn canonical_nan(v: f64) -> f64 {
+    if v.is_nan() { f64::from_bits(NORMAL_NAN_BITS) } else { v }
+}
+
+/// One label: a name and a value.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Label {
+    pub name: Arc<str>,
+    pub value: Arc<str>,
+}
+
+impl Label {
+    pub fn new(name: impl Into<Arc<str>>, value: impl Into<Arc<str>>) -> Self {
+        Label { name: name.into(), value: value.into() }
+    }
+}
+
+impl fmt::Debug for Label {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={:?}", self.name, self.value)
+    }
+}
+
+/// A label set sorted bytewise by name, without duplicate names and without
+/// empty values (an empty value means "absent", as in Prometheus).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Labels(Arc<[Label]>);
+
+impl Labels {
+    /// Builds a label set: sorts by name, drops empty values. When a name
+    /// repeats, the last one wins (callers that must reject duplicates check
+    /// before building).
+    pub fn from_vec(mut v: Vec<Label>) -> Self {
+        v.retain(|l| !l.value.is_empty());
+        // Stable sort keeps input order among equal names; keep the last.
+        v.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+        let mut out: Vec<Label> = Vec::with_capacity(v.len());
+        for l in v {
+            match out.last_mut() {
+                Some(prev) if prev.name == l.name => *prev = l,
+                _ => out.push(l),
+            }
+        }
+        Labels(out.into())
+    }
+
+    /// Builds from pairs of strings.
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        Self::from_vec(pairs.into_iter().map(|(n, v)| Label::new(n, v)).collect())
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, Label> {
+        self.0.iter()
+    }
+
+    pub fn as_slice(&self) -> &[Label] {
+        &self.0
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Value of the label `name`, if present.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|l| l.name.as_bytes().cmp(name.as_bytes()))
+            .ok()
+            .map(|i| &*self.0[i].value)
+    }
+
+    /// The metric name (`__name__`), or "" when absent.
+    pub fn metric_name(&self) -> &str {
+        self.get(METRIC_NAME).unwrap_or("")
+    }
+
+    /// A stable 64-bit hash of the label set (FNV-1a over names and values),
+    /// used to shard series and to spread scrapes; stable across runs.
+    pub fn stable_hash(&self) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for l in self.0.iter() {
+            for b in l.name.bytes().chain([0xff]).chain(l.value.bytes()).chain([0xfe]) {
+                h ^= b as u64;
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+        h
+    }
+
+    /// Returns a copy with `name` set to `value` (removed when empty).
+    pub fn with(&self, name: &str, value: &str) -> Labels {
+        let mut v: Vec<Label> = self.0.iter().filter(|l| &*l.name != name).cloned().collect();
+        if !value.is_empty() {
+            v.push(Label::new(name, value));
+        }
+        Labels::from_vec(v)
+    }
+}
+
+impl fmt::Debug for Labels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.0.iter()).finish()
+    }
+}
+
+impl fmt::Display for Labels {
+    /// Prometheus style: `name{a="1",b="2"}`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{{", self.metric_name())?;
+        let mut first = true;
+        for l in self.0.iter().filter(|l| &*l.name != METRIC_NAME) {
+            if !first {
+                f.write_str(",")?;
+            }
+            first = false;
+            write!(f, "{}={:?}", l.name, &*l.value)?;
+        }
+        f.write_str("}")
+    }
+}
+
+/// One value at one time. Timestamps are milliseconds since the Unix epoch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample {
+    pub timestamp_ms: i64,
+    pub value: f64,
+}
+
+/// A label set and its samples, oldest first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    pub labels: Labels,
+    pub samples: Vec<Sample>,
+}
+
+/// Metric family type, as declared by `# TYPE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum MetricType {
+    Counter,
+    Gauge,
+    Histogram,
+    GaugeHistogram,
+    Summary,
+    Info,
+    StateSet,
+    #[default]
+    Unknown,
+}
+
+impl MetricType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricType::Counter => "counter",
+            MetricType::Gauge => "gauge",
+            MetricType::Histogram => "histogram",
+            MetricType::GaugeHistogram => "gaugehistogram",
+            MetricType::Summary => "summary",
+            MetricType::Info => "info",
+            MetricType::StateSet => "stateset",
+            MetricType::Unknown => "unknown",
+        }
+    }
+}
+
+/// What `# HELP`, `# TYPE` and `# UNIT` said about one family.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Metadata {
+    pub family: Arc<str>,
+    pub kind: MetricType,
+    pub help: Arc<str>,
+    pub unit: Arc<str>,
+}
+
+/// What moves between pipeline components: series plus family metadata.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Batch {
+    pub series: Vec<Series>,
+    pub metadata: Vec<Metadata>,
+}
+
+impl Batch {
+    pub fn sample_count(&self) -> usize {
+        self.series.iter().map(|s| s.samples.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.series.is_empty() && self.metadata.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_sort_bytewise_and_drop_empty() {
+        let l = Labels::from_pairs([("device", "nvidia0"), ("__name__", "x"), ("UUID", "GPU-1"), ("pod", "")]);
+        let names: Vec<&str> = l.iter().map(|l| &*l.name).collect();
+        assert_eq!(names, ["UUID", "__name__", "device"]);
+        assert_eq!(l.get("pod"), None);
+        assert_eq!(l.metric_name(), "x");
+        assert_eq!(l.to_string(), r#"x{UUID="GPU-1",device="nvidia0"}"#);
+    }
+
+    #[test]
+    fn stale_marker_is_distinct_from_scraped_nan() {
+        assert!(is_stale_nan(stale_nan()));
+        assert!(!is_stale_nan(canonical_nan(f64::NAN)));
+        assert_eq!(canonical_nan(f64::NAN).to_bits(), NORMAL_NAN_BITS);
+    }
+
+    #[test]
+    fn stable_hash_differs_by_value() {
+        let a = Labels::from_pairs([("a", "1")]);
+        let b = Labels::from_pairs([("a", "2")]);
+        assert_ne!(a.stable_hash(), b.stable_hash());
+        assert_eq!(a.stable_hash(), Labels::from_pairs([("a", "1")]).stable_hash());
+    }
+}

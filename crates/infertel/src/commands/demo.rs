@@ -1,0 +1,237 @@
+//! `infertel demo`: starts the simulator on loopback, runs the embedded
+//! default pipeline (`config/demo.yaml`) against it and shows, refreshing,
+//! what flows: targets and their health, series and samples per second, and
+//! a few live values. A newcomer sees the agent work with one command.
+
+use crate::cli::LogArgs;
+use crate::exit;
+use infertel_model::{is_stale_nan, Batch};
+use infertel_pipeline::config::duration::parse_duration;
+use infertel_pipeline::{BoxFuture, Consumer, Service, Telemetry};
+use infertel_simulator::{serve, SimConfig};
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+pub const DEMO_CONFIG: &str = include_str!("../../../../config/demo.yaml");
+
+#[derive(Default)]
+struct TargetState {
+    up: f64,
+    duration: f64,
+    samples: f64,
+}
+
+#[derive(Default)]
+struct View {
+    targets: BTreeMap<(String, String), TargetState>,
+    /// metric name → (timestamp ms, summed value) of the last two scrapes.
+    values: BTreeMap<String, Vec<(i64, f64)>>,
+    samples_total: u64,
+    series_seen: std::collections::HashSet<u64>,
+}
+
+/// Sees everything the receivers emit.
+struct Tap(Mutex<View>);
+
+const SHOWN: &[&str] = &[
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:generation_tokens_total",
+    "vllm:prefix_cache_hits_total",
+    "vllm:prefix_cache_queries_total",
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_FB_FREE",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+];
+
+impl Consumer for Tap {
+    fn consume(&self, batch: Batch) -> BoxFuture<'_, ()> {
+        let mut v = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        v.samples_total += batch.sample_count() as u64;
+        let mut sums: BTreeMap<&str, (i64, f64)> = BTreeMap::new();
+        for s in &batch.series {
+            let Some(p) = s.samples.last() else { continue };
+            if is_stale_nan(p.value) {
+                continue;
+            }
+            v.series_seen.insert(s.labels.stable_hash());
+            let name = s.labels.metric_name();
+            let key = || (s.labels.get("job").unwrap_or("").to_string(), s.labels.get("instance").unwrap_or("").to_string());
+            match name {
+                "up" => v.targets.entry(key()).or_default().up = p.value,
+                "scrape_duration_seconds" => v.targets.entry(key()).or_default().duration = p.value,
+                "scrape_samples_scraped" => v.targets.entry(key()).or_default().samples = p.value,
+                n if SHOWN.contains(&n) => {
+                    let e = sums.entry(SHOWN[SHOWN.iter().position(|x| *x == n).unwrap_or(0)]).or_insert((p.timestamp_ms, 0.0));
+                    e.1 += p.value;
+                }
+                _ => {}
+            }
+        }
+        for (name, point) in sums {
+            let h = v.values.entry(name.to_string()).or_default();
+            h.push(point);
+            if h.len() > 2 {
+                h.remove(0);
+            }
+        }
+        Box::pin(async {})
+    }
+}
+
+impl View {
+    fn last(&self, n: &str) -> Option<f64> {
+        self.values.get(n).and_then(|h| h.last()).map(|p| p.1)
+    }
+    fn rate(&self, n: &str) -> Option<f64> {
+        let h = self.values.get(n)?;
+        if h.len() < 2 || h[1].0 <= h[0].0 {
+            return None;
+        }
+        Some((h[1].1 - h[0].1) / ((h[1].0 - h[0].0) as f64 / 1000.0))
+    }
+    fn delta(&self, n: &str) -> Option<f64> {
+        let h = self.values.get(n)?;
+        (h.len() == 2).then(|| h[1].1 - h[0].1)
+    }
+}
+
+fn fmt_opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map(f).unwrap_or_else(|| "…".into())
+}
+
+fn render(v: &View, elapsed: Duration, rate: f64, telemetry_addr: &str) -> String {
+    let mut s = String::new();
+    s.push_str(&format!("infertel demo — simulated vLLM + dcgm-exporter on loopback — {:.0}s — Ctrl-C to stop\n\n", elapsed.as_secs_f64()));
+    s.push_str("TARGETS\n");
+    s.push_str(&format!("  {:<6} {:<22} {:<5} {:>10} {:>9}\n", "job", "instance", "up", "scrape", "samples"));
+    for ((job, inst), t) in &v.targets {
+        s.push_str(&format!(
+            "  {:<6} {:<22} {:<5} {:>8.1}ms {:>9}\n",
+            job,
+            inst,
+            if t.up == 1.0 { "UP" } else { "DOWN" },
+            t.duration * 1000.0,
+            t.samples
+        ));
+    }
+    s.push_str(&format!("\nFLOW\n  series seen {}   samples total {}   samples/s {:.0}\n", v.series_seen.len(), v.samples_total, rate));
+    let hit = match (v.delta("vllm:prefix_cache_hits_total"), v.delta("vllm:prefix_cache_queries_total")) {
+        (Some(h), Some(q)) if q > 0.0 => Some(h / q),
+        _ => None,
+    };
+    let vram = match (v.last("DCGM_FI_DEV_FB_USED"), v.last("DCGM_FI_DEV_FB_FREE")) {
+        (Some(u), Some(f)) if u + f > 0.0 => Some(u / (u + f)),
+        _ => None,
+    };
+    s.push_str("\nLIVE VALUES\n");
+    s.push_str(&format!("  vllm:num_requests_running      {}\n", fmt_opt(v.last("vllm:num_requests_running"), |x| format!("{x:.0}"))));
+    s.push_str(&format!("  vllm:num_requests_waiting      {}\n", fmt_opt(v.last("vllm:num_requests_waiting"), |x| format!("{x:.0}"))));
+    s.push_str(&format!("  vllm:kv_cache_usage_perc       {}  (KV block pool, not VRAM)\n", fmt_opt(v.last("vllm:kv_cache_usage_perc"), |x| format!("{:.1}%", x * 100.0))));
+    s.push_str(&format!("  generation tokens/s            {}\n", fmt_opt(v.rate("vllm:generation_tokens_total"), |x| format!("{x:.1}"))));
+    s.push_str(&format!("  prefix cache hit ratio         {}\n", fmt_opt(hit, |x| format!("{:.1}%", x * 100.0))));
+    s.push_str(&format!("  DCGM_FI_DEV_GPU_UTIL           {}  (busy, not efficient)\n", fmt_opt(v.last("DCGM_FI_DEV_GPU_UTIL"), |x| format!("{x:.0}%"))));
+    s.push_str(&format!("  DCGM_FI_PROF_PIPE_TENSOR_ACTIVE {}\n", fmt_opt(v.last("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"), |x| format!("{x:.3}"))));
+    s.push_str(&format!("  VRAM used (FB_USED/(USED+FREE)) {}\n", fmt_opt(vram, |x| format!("{:.1}%", x * 100.0))));
+    s.push_str(&format!("  DCGM_FI_DEV_POWER_USAGE        {}\n", fmt_opt(v.last("DCGM_FI_DEV_POWER_USAGE"), |x| format!("{x:.0} W"))));
+    s.push_str(&format!("\nagent self-metrics: http://{telemetry_addr}/metrics\n"));
+    s
+}
+
+pub async fn demo(log: &LogArgs, duration: Option<String>, concurrency: f64, interval: String) -> u8 {
+    crate::logging::init(log, "warn");
+    let stop_after = match duration.as_deref().map(parse_duration).transpose() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: --duration: {e}");
+            return exit::USAGE;
+        }
+    };
+    if let Err(e) = parse_duration(&interval) {
+        eprintln!("error: --interval: {e}");
+        return exit::USAGE;
+    }
+    let loopback = "127.0.0.1:0".parse().expect("literal address");
+    let sim = match serve(SimConfig { concurrency, ..SimConfig::default() }, loopback, loopback).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: cannot start the simulator on loopback: {e}");
+            return exit::FAILURE;
+        }
+    };
+    let (vllm, dcgm) = (sim.vllm_addr.to_string(), sim.dcgm_addr.to_string());
+    let lookup = |n: &str| -> Option<String> {
+        match n {
+            "INFERTEL_DEMO_VLLM" => Some(vllm.clone()),
+            "INFERTEL_DEMO_DCGM" => Some(dcgm.clone()),
+            "INFERTEL_DEMO_INTERVAL" => Some(interval.clone()),
+            "INFERTEL_DEMO_TELEMETRY" => Some("127.0.0.1:0".into()),
+            _ => None,
+        }
+    };
+    let loaded = match infertel_pipeline::load_str("embedded demo config", DEMO_CONFIG, &lookup) {
+        Ok(l) => l,
+        Err(errors) => {
+            super::print_issues("error", &errors);
+            return exit::FAILURE;
+        }
+    };
+    let tap = Arc::new(Tap(Mutex::new(View::default())));
+    let service = match Service::build(loaded.config, Telemetry::new(), Some(tap.clone())) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: embedded demo config: {e}");
+            return exit::FAILURE;
+        }
+    };
+    let listener = match service.bind_telemetry().await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::FAILURE;
+        }
+    };
+    let telemetry_addr = listener.as_ref().and_then(|l| l.local_addr().ok()).map(|a| a.to_string()).unwrap_or_default();
+    let (tx, rx) = watch::channel(false);
+    let task = tokio::spawn(service.run(listener, rx));
+    let tty = std::io::stdout().is_terminal();
+    let start = Instant::now();
+    let mut last = (Instant::now(), 0u64);
+    let signal = super::shutdown_signal();
+    tokio::pin!(signal);
+    loop {
+        let tick = tokio::time::sleep(Duration::from_secs(1));
+        tokio::select! {
+            _ = &mut signal => break,
+            _ = tick => {}
+        }
+        let screen = {
+            let v = tap.0.lock().unwrap_or_else(|p| p.into_inner());
+            let dt = last.0.elapsed().as_secs_f64().max(1e-3);
+            let rate = (v.samples_total - last.1) as f64 / dt;
+            last = (Instant::now(), v.samples_total);
+            render(&v, start.elapsed(), rate, &telemetry_addr)
+        };
+        let mut out = std::io::stdout().lock();
+        if tty {
+            let _ = write!(out, "\x1b[2J\x1b[H");
+        } else {
+            let _ = writeln!(out, "----");
+        }
+        let _ = write!(out, "{screen}");
+        let _ = out.flush();
+        if stop_after.is_some_and(|d| start.elapsed() >= d) {
+            break;
+        }
+    }
+    let _ = tx.send(true);
+    let _ = task.await;
+    sim.shutdown();
+    exit::OK
+}

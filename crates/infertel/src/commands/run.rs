@@ -1,0 +1,47 @@
+//! `infertel run --config FILE`: the agent.
+
+use crate::cli::LogArgs;
+use crate::exit;
+use infertel_pipeline::{Service, Telemetry};
+use std::path::Path;
+use tokio::sync::watch;
+
+pub async fn run(log: &LogArgs, path: &Path) -> u8 {
+    let loaded = match super::load_file(path) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    crate::logging::init(log, &loaded.config.service.telemetry.logs.level);
+    let service = match Service::build(loaded.config, Telemetry::new(), None) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {}: {e}", path.display());
+            return exit::CONFIG;
+        }
+    };
+    serve(service).await
+}
+
+/// Runs a built service until SIGINT/SIGTERM.
+pub async fn serve(service: Service) -> u8 {
+    let listener = match service.bind_telemetry().await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("{e}");
+            return exit::FAILURE;
+        }
+    };
+    if let Some(l) = &listener {
+        if let Ok(a) = l.local_addr() {
+            tracing::info!("self-metrics at http://{a}/metrics");
+        }
+    }
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), "infertel started");
+    let (tx, rx) = watch::channel(false);
+    let task = tokio::spawn(service.run(listener, rx));
+    super::shutdown_signal().await;
+    tracing::info!("signal received");
+    let _ = tx.send(true);
+    let _ = task.await;
+    exit::OK
+}

@@ -1,0 +1,18 @@
+//! Logs through `tracing`: human-readable by default, JSON with
+//! `--log-format json`; level from `--log-level`, else RUST_LOG, else the
+//! given default.
+
+use crate::cli::{LogArgs, LogFormat};
+use tracing_subscriber::EnvFilter;
+
+pub fn init(args: &LogArgs, default_level: &str) {
+    let filter = match &args.log_level {
+        Some(l) => EnvFilter::try_new(l).unwrap_or_else(|_| EnvFilter::new(default_level)),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)),
+    };
+    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match args.log_format {
+        LogFormat::Json => b.json().flatten_event(true).try_init(),
+        LogFormat::Text => b.try_init(),
+    };
+}

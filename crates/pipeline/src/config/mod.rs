@@ -1,0 +1,444 @@
+//! The configuration file, shaped like the OpenTelemetry Collector's:
+//! `receivers`, `processors`, `exporters`, `extensions` (maps from component id
+//! `type[/name]` to that component's own config) and `service` (pipelines and
+//! the agent's own telemetry).
+//!
+//! Each component type owns its config struct (next to its implementation);
+//! this module only dispatches on the type part of the id. Deserialization is
+//! streamed from the YAML text so errors keep serde_yaml's path and
+//! line:column. `${env:VAR}` expansion happens on the text first so line
+//! numbers stay those of the file the user wrote.
+
+pub mod duration;
+pub mod env;
+pub mod id;
+
+use crate::exporters::ExporterConfig;
+use crate::extensions::ExtensionConfig;
+use crate::processors::ProcessorConfig;
+use crate::receivers::ReceiverConfig;
+pub use duration::{ByteSize, Duration};
+pub use id::ComponentId;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::net::SocketAddr;
+
+/// Implemented by each section's config enum (`ReceiverConfig`, ...): builds
+/// the typed config for one component type.
+pub trait ComponentKind: Sized {
+    /// "receiver", "processor", ...
+    const SECTION: &'static str;
+    /// The component types this build knows, for error messages.
+    const KNOWN: &'static [&'static str];
+    fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error>;
+}
+
+/// Deserializes `null` (e.g. `batch:` with nothing after it) as the default.
+pub fn or_default<'de, T, D>(d: D) -> Result<T, D::Error>
+where
+    T: Deserialize<'de> + Default,
+    D: Deserializer<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// A section: component id → config, in file order.
+#[derive(Debug)]
+pub struct Components<T>(pub Vec<(ComponentId, T)>);
+
+impl<T> Default for Components<T> {
+    fn default() -> Self {
+        Components(Vec::new())
+    }
+}
+
+impl<T> Components<T> {
+    pub fn get(&self, id: &ComponentId) -> Option<&T> {
+        self.0.iter().find(|(i, _)| i == id).map(|(_, c)| c)
+    }
+    pub fn ids(&self) -> impl Iterator<Item = &ComponentId> {
+        self.0.iter().map(|(i, _)| i)
+    }
+}
+
+struct KindSeed<'a, T>(&'a str, PhantomData<T>);
+
+impl<'de, T: ComponentKind> DeserializeSeed<'de> for KindSeed<'_, T> {
+    type Value = T;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<T, D::Error> {
+        T::deserialize_kind(self.0, d)
+    }
+}
+
+impl<'de, T: ComponentKind> Deserialize<'de> for Components<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: ComponentKind> Visitor<'de> for V<T> {
+            type Value = Components<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "a map of {} ids (type[/name]) to their config", T::SECTION)
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Components(Vec::new()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out: Vec<(ComponentId, T)> = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let id = ComponentId::parse(&key).map_err(de::Error::custom)?;
+                    if !T::KNOWN.contains(&id.kind.as_str()) {
+                        return Err(de::Error::custom(format!(
+                            "unknown {} type {:?} in {:?} (this build knows: {})",
+                            T::SECTION,
+                            id.kind,
+                            key,
+                            T::KNOWN.join(", ")
+                        )));
+                    }
+                    if out.iter().any(|(i, _)| *i == id) {
+                        return Err(de::Error::custom(format!("{} {key:?} is defined twice", T::SECTION)));
+                    }
+                    let cfg = map.next_value_seed(KindSeed::<T>(&id.kind, PhantomData))?;
+                    out.push((id, cfg));
+                }
+                Ok(Components(out))
+            }
+        }
+        d.deserialize_any(V(PhantomData))
+    }
+}
+
+/// The whole file.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub receivers: Components<ReceiverConfig>,
+    #[serde(default)]
+    pub processors: Components<ProcessorConfig>,
+    #[serde(default)]
+    pub exporters: Components<ExporterConfig>,
+    #[serde(default)]
+    pub extensions: Components<ExtensionConfig>,
+    pub service: ServiceConfig,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceConfig {
+    /// Extensions to start, by id.
+    #[serde(default)]
+    pub extensions: Vec<String>,
+    /// `metrics` or `metrics/NAME` → the pipeline.
+    #[serde(default)]
+    pub pipelines: BTreeMap<String, PipelineConfig>,
+    #[serde(default, deserialize_with = "or_default")]
+    pub telemetry: TelemetryConfig,
+}
+
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineConfig {
+    #[serde(default)]
+    pub receivers: Vec<String>,
+    #[serde(default)]
+    pub processors: Vec<String>,
+    #[serde(default)]
+    pub exporters: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    pub metrics: TelemetryMetricsConfig,
+    pub logs: TelemetryLogsConfig,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        TelemetryConfig { metrics: TelemetryMetricsConfig::default(), logs: TelemetryLogsConfig::default() }
+    }
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryMetricsConfig {
+    /// Where the agent serves its own metrics (Prometheus text); `""` turns it off.
+    pub address: String,
+    /// `none` turns the endpoint off; anything else keeps it on.
+    pub level: String,
+}
+
+impl Default for TelemetryMetricsConfig {
+    fn default() -> Self {
+        TelemetryMetricsConfig { address: "127.0.0.1:8888".into(), level: "normal".into() }
+    }
+}
+
+impl TelemetryMetricsConfig {
+    pub fn socket_addr(&self) -> Result<Option<SocketAddr>, String> {
+        if self.address.is_empty() || self.level == "none" {
+            return Ok(None);
+        }
+        let a = self.address.replace("localhost:", "127.0.0.1:");
+        a.parse::<SocketAddr>()
+            .map(Some)
+            .map_err(|e| format!("service.telemetry.metrics.address {:?}: {e} (write host:port)", self.address))
+    }
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryLogsConfig {
+    pub level: String,
+    /// `console` (human) or `json`.
+    pub encoding: String,
+}
+
+impl Default for TelemetryLogsConfig {
+    fn default() -> Self {
+        TelemetryLogsConfig { level: "info".into(), encoding: "console".into() }
+    }
+}
+
+/// A config problem, with where it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigIssue {
+    pub origin: String,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigIssue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.origin)?;
+        if let (Some(l), Some(c)) = (self.line, self.column) {
+            write!(f, ":{l}:{c}")?;
+        }
+        if !self.path.is_empty() {
+            write!(f, ": {}", self.path)?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Errors (the config is refused) and warnings (it runs).
+#[derive(Debug, Default)]
+pub struct Validation {
+    pub errors: Vec<ConfigIssue>,
+    pub warnings: Vec<ConfigIssue>,
+}
+
+/// The outcome of loading a file: the config, or the reasons it was refused.
+pub struct Loaded {
+    pub config: Config,
+    pub warnings: Vec<ConfigIssue>,
+}
+
+/// Parses, expands and validates a config; `origin` names the file in messages.
+pub fn load_str(origin: &str, text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, Vec<ConfigIssue>> {
+    let (expanded, mut warnings) = env::expand(origin, text, lookup);
+    let config: Config = match serde_yaml::from_str(&expanded) {
+        Ok(c) => c,
+        Err(e) => return Err(vec![yaml_issue(origin, &e)]),
+    };
+    let v = validate(origin, &expanded, &config);
+    warnings.extend(v.warnings);
+    if v.errors.is_empty() { Ok(Loaded { config, warnings }) } else { Err(v.errors) }
+}
+
+fn yaml_issue(origin: &str, e: &serde_yaml::Error) -> ConfigIssue {
+    let (line, column) = match e.location() {
+        Some(l) => (Some(l.line()), Some(l.column())),
+        None => (None, None),
+    };
+    // serde_yaml appends " at line L column C"; we print the location up front.
+    let mut msg = e.to_string();
+    if let Some(i) = msg.rfind(" at line ") {
+        msg.truncate(i);
+    }
+    ConfigIssue { origin: origin.into(), line, column, path: String::new(), message: msg }
+}
+
+/// Finds where `needle` appears after the line holding `anchor`, for messages
+/// about values that serde does not locate (references between sections).
+fn locate(text: &str, anchor: &str, needle: &str) -> (Option<usize>, Option<usize>) {
+    let mut after_anchor = anchor.is_empty();
+    for (i, line) in text.lines().enumerate() {
+        if !after_anchor {
+            if line.trim_start().starts_with(anchor) {
+                after_anchor = true;
+            }
+            continue;
+        }
+        if let Some(pos) = find_token(line, needle) {
+            return (Some(i + 1), Some(pos + 1));
+        }
+    }
+    (None, None)
+}
+
+fn find_token(line: &str, needle: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(p) = line[from..].find(needle) {
+        let s = from + p;
+        let e = s + needle.len();
+        let before_ok = s == 0 || matches!(line.as_bytes()[s - 1], b' ' | b'[' | b',' | b'"' | b'\'' | b'-');
+        let after_ok = e == line.len() || matches!(line.as_bytes()[e], b' ' | b']' | b',' | b'"' | b'\'' | b':' | b'#');
+        if before_ok && after_ok {
+            return Some(s);
+        }
+        from = e;
+    }
+    None
+}
+
+/// Cross-section checks: references resolve, pipelines are complete, component
+/// configs are valid; unused components are warnings (as in otelcol).
+pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
+    let mut v = Validation::default();
+    let issue = |path: String, message: String, needle: &str| {
+        let (line, column) = locate(text, "service:", needle);
+        ConfigIssue { origin: origin.into(), line, column, path, message }
+    };
+    if cfg.service.pipelines.is_empty() {
+        v.errors.push(ConfigIssue {
+            origin: origin.into(),
+            line: None,
+            column: None,
+            path: "service.pipelines".into(),
+            message: "no pipeline defined: add service.pipelines.metrics with receivers and exporters".into(),
+        });
+    }
+    let mut used: Vec<(String, ComponentId)> = Vec::new();
+    for (pname, p) in &cfg.service.pipelines {
+        let path = format!("service.pipelines.{pname}");
+        let ptype = pname.split('/').next().unwrap_or("");
+        if ptype != "metrics" {
+            v.errors.push(issue(
+                path.clone(),
+                format!("pipeline type {ptype:?} is not supported: infertel carries metrics (name it \"metrics\" or \"metrics/NAME\")"),
+                pname,
+            ));
+        }
+        if p.receivers.is_empty() {
+            v.errors.push(issue(path.clone(), "must have at least one receiver".into(), pname));
+        }
+        if p.exporters.is_empty() {
+            v.errors.push(issue(path.clone(), "must have at least one exporter".into(), pname));
+        }
+        let sections: [(&str, &Vec<String>, &dyn Fn(&ComponentId) -> bool); 3] = [
+            ("receivers", &p.receivers, &|id| cfg.receivers.get(id).is_some()),
+            ("processors", &p.processors, &|id| cfg.processors.get(id).is_some()),
+            ("exporters", &p.exporters, &|id| cfg.exporters.get(id).is_some()),
+        ];
+        for (section, refs, exists) in sections {
+            for (i, r) in refs.iter().enumerate() {
+                let rpath = format!("{path}.{section}[{i}]");
+                match ComponentId::parse(r) {
+                    Err(e) => v.errors.push(issue(rpath, e, r)),
+                    Ok(id) if !exists(&id) => v.errors.push(issue(
+                        rpath,
+                        format!("references {section} {r:?}, which is not defined in the top-level {section} section"),
+                        r,
+                    )),
+                    Ok(id) => {
+                        if refs[..i].contains(r) {
+                            v.errors.push(issue(rpath, format!("{r:?} is listed twice"), r));
+                        }
+                        used.push((section.to_string(), id));
+                    }
+                }
+            }
+        }
+    }
+    for (i, r) in cfg.service.extensions.iter().enumerate() {
+        let rpath = format!("service.extensions[{i}]");
+        match ComponentId::parse(r) {
+            Err(e) => v.errors.push(issue(rpath, e, r)),
+            Ok(id) if cfg.extensions.get(&id).is_none() => v.errors.push(issue(
+                rpath,
+                format!("references extension {r:?}, which is not defined in the top-level extensions section"),
+                r,
+            )),
+            Ok(id) => used.push(("extensions".into(), id)),
+        }
+    }
+    // Authenticator references from exporters must name a defined extension
+    // listed under service.extensions.
+    for (id, e) in &cfg.exporters.0 {
+        if let Some(auth) = e.authenticator() {
+            let path = format!("exporters.{id}.auth.authenticator");
+            match ComponentId::parse(auth) {
+                Err(err) => v.errors.push(issue(path, err, auth)),
+                Ok(aid) => {
+                    if cfg.extensions.get(&aid).is_none() {
+                        let (line, column) = locate(text, "exporters:", auth);
+                        v.errors.push(ConfigIssue {
+                            origin: origin.into(),
+                            line,
+                            column,
+                            path,
+                            message: format!("authenticator {auth:?} is not defined in the extensions section"),
+                        });
+                    } else if !cfg.service.extensions.iter().any(|s| s == auth) {
+                        let (line, column) = locate(text, "exporters:", auth);
+                        v.errors.push(ConfigIssue {
+                            origin: origin.into(),
+                            line,
+                            column,
+                            path,
+                            message: format!("authenticator {auth:?} must also be listed in service.extensions"),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    // Each component checks its own config.
+    let mut component_errors = |section: &str, id: &ComponentId, r: Result<(), String>| {
+        if let Err(m) = r {
+            let (line, column) = locate(text, &format!("{section}:"), &id.to_string());
+            v.errors.push(ConfigIssue { origin: origin.into(), line, column, path: format!("{section}.{id}"), message: m });
+        }
+    };
+    for (id, c) in &cfg.receivers.0 {
+        component_errors("receivers", id, c.validate());
+    }
+    for (id, c) in &cfg.processors.0 {
+        component_errors("processors", id, c.validate());
+    }
+    for (id, c) in &cfg.exporters.0 {
+        component_errors("exporters", id, c.validate());
+    }
+    for (id, c) in &cfg.extensions.0 {
+        component_errors("extensions", id, c.validate());
+    }
+    if let Err(m) = cfg.service.telemetry.metrics.socket_addr() {
+        v.errors.push(ConfigIssue { origin: origin.into(), line: None, column: None, path: String::new(), message: m });
+    }
+    let unused = |section: &str, ids: Vec<&ComponentId>| -> Vec<ConfigIssue> {
+        ids.into_iter()
+            .filter(|id| !used.iter().any(|(s, u)| s == section && u == *id))
+            .map(|id| {
+                let (line, column) = locate(text, &format!("{section}:"), &id.to_string());
+                ConfigIssue {
+                    origin: origin.into(),
+                    line,
+                    column,
+                    path: format!("{section}.{id}"),
+                    message: format!("{section} {id} is defined but not used in any pipeline; it will not run"),
+                }
+            })
+            .collect()
+    };
+    v.warnings.extend(unused("receivers", cfg.receivers.ids().collect()));
+    v.warnings.extend(unused("processors", cfg.processors.ids().collect()));
+    v.warnings.extend(unused("exporters", cfg.exporters.ids().collect()));
+    v.warnings.extend(unused("extensions", cfg.extensions.ids().collect()));
+    v
+}

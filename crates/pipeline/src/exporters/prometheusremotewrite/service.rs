@@ -1,0 +1,166 @@
+//! How one request is sent: POST with the Remote-Write 1.0 headers, the
+//! configured headers and authenticator, and retries as the spec says:
+//! 5xx, 429 and network errors are retried with exponential backoff and
+//! jitter (honouring `Retry-After`); any other 4xx is the data's or the
+//! config's fault, is not retried, and is dropped, counted and logged with
+//! the receiver's own words.
+
+use super::request_builder::Request;
+use crate::exporters::shared::{retry_after, RetryConfig};
+use crate::extensions::ExtensionConfig;
+use crate::http::describe_error;
+use crate::telemetry::{Counter, Histogram, Telemetry, DURATION_BOUNDS};
+use infertel_remote_write::{CONTENT_ENCODING, CONTENT_TYPE, VERSION, VERSION_HEADER};
+use reqwest::header::{HeaderMap, HeaderName};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What became of a request.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Sent,
+    /// Dropped, with the `reason` label of `infertel_exporter_dropped_samples_total`.
+    Dropped(&'static str),
+}
+
+pub struct RemoteWriteService {
+    pub exporter: String,
+    pub endpoint: String,
+    pub client: reqwest::Client,
+    pub headers: HeaderMap,
+    pub auth: Option<ExtensionConfig>,
+    pub retry: RetryConfig,
+    pub telemetry: Telemetry,
+    send_duration: Arc<Histogram>,
+}
+
+/// The response body, shortened for a log line.
+fn snippet(body: &str) -> String {
+    let t = body.trim();
+    if t.len() <= 512 {
+        return t.to_string();
+    }
+    let mut end = 512;
+    while !t.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &t[..end])
+}
+
+/// What a non-retryable status most likely means, for the log line.
+pub fn explain_status(status: u16, endpoint: &str) -> &'static str {
+    let es = endpoint.contains("/_prometheus/");
+    match status {
+        400 => "the receiver rejected the data as invalid (out-of-order or duplicate samples, bad labels)",
+        401 => "credentials were rejected: check the Authorization header or authenticator",
+        403 if es => "authenticated but not allowed to write: the Elasticsearch API key needs write privileges on the metrics-* data streams",
+        403 => "authenticated but not allowed to write: the credentials lack write permission",
+        404 if es => "nothing at this URL: remote write lives on the Elasticsearch API host (not the OTLP/ingest host), under /_prometheus/...",
+        404 => "nothing at this URL: wrong host or path (Prometheus needs --web.enable-remote-write-receiver and /api/v1/write)",
+        405 => "the URL does not accept POST: wrong path",
+        413 => "request too large: lower max_batch_size_bytes",
+        415 => "the receiver does not accept Remote-Write 1.0 protobuf+snappy",
+        _ => "the receiver refused the request",
+    }
+}
+
+impl RemoteWriteService {
+    pub fn new(
+        exporter: String,
+        endpoint: String,
+        client: reqwest::Client,
+        headers: HeaderMap,
+        auth: Option<ExtensionConfig>,
+        retry: RetryConfig,
+        telemetry: Telemetry,
+    ) -> Self {
+        let send_duration = telemetry.histogram(
+            "infertel_exporter_send_duration_seconds",
+            "Time to send one request (each attempt), seconds.",
+            &[("exporter", &exporter)],
+            DURATION_BOUNDS,
+        );
+        RemoteWriteService { exporter, endpoint, client, headers, auth, retry, telemetry, send_duration }
+    }
+
+    fn failed(&self, status: &str) -> Arc<Counter> {
+        self.telemetry.counter(
+            "infertel_exporter_failed_requests_total",
+            "Requests that did not succeed, by HTTP status (or network, timeout).",
+            &[("exporter", &self.exporter), ("status", status)],
+        )
+    }
+
+    async fn attempt(&self, req: &Request, attempt: u32) -> Result<reqwest::Response, reqwest::Error> {
+        let mut r = self
+            .client
+            .post(&self.endpoint)
+            .headers(self.headers.clone())
+            .header(reqwest::header::CONTENT_ENCODING, CONTENT_ENCODING)
+            .header(reqwest::header::CONTENT_TYPE, CONTENT_TYPE)
+            .header(VERSION_HEADER, VERSION);
+        if attempt > 0 {
+            r = r.header("Retry-Attempt", attempt.to_string());
+        }
+        if let Some(a) = &self.auth {
+            match a.header() {
+                Ok((name, v)) => {
+                    if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
+                        r = r.header(n, v);
+                    }
+                }
+                Err(e) => tracing::error!(exporter = %self.exporter, "authenticator: {e}"),
+            }
+        }
+        r.body(req.body.clone()).send().await
+    }
+
+    /// Sends one request, retrying as configured.
+    pub async fn send(&self, req: &Request) -> Outcome {
+        let started = Instant::now();
+        let mut attempt: u32 = 0;
+        loop {
+            let t0 = Instant::now();
+            let res = self.attempt(req, attempt).await;
+            self.send_duration.observe(t0.elapsed().as_secs_f64());
+            let mut wait_hint: Option<Duration> = None;
+            match res {
+                Ok(resp) if resp.status().is_success() => return Outcome::Sent,
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    self.failed(&status.to_string()).inc();
+                    wait_hint = resp.headers().get(reqwest::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(retry_after);
+                    let body = resp.text().await.unwrap_or_default();
+                    let retryable = status == 429 || status >= 500;
+                    if !retryable {
+                        tracing::error!(
+                            exporter = %self.exporter, endpoint = %self.endpoint, status,
+                            "dropping {} samples: HTTP {status}: {}; receiver said: {}", req.samples, explain_status(status, &self.endpoint), snippet(&body)
+                        );
+                        return Outcome::Dropped("rejected");
+                    }
+                    tracing::warn!(exporter = %self.exporter, status, attempt, "remote write failed, will retry: {}", snippet(&body));
+                }
+                Err(e) => {
+                    self.failed(if e.is_timeout() { "timeout" } else { "network" }).inc();
+                    tracing::warn!(exporter = %self.exporter, endpoint = %self.endpoint, attempt, "remote write failed, will retry: {}", describe_error(&e));
+                }
+            }
+            if !self.retry.enabled {
+                tracing::error!(exporter = %self.exporter, "dropping {} samples: request failed and retry_on_failure is disabled", req.samples);
+                return Outcome::Dropped("retry_disabled");
+            }
+            attempt += 1;
+            let wait = wait_hint.map(|h| h.min(self.retry.max_interval.get()).max(self.retry.backoff(attempt))).unwrap_or_else(|| self.retry.backoff(attempt));
+            let max = self.retry.max_elapsed_time.get();
+            if !max.is_zero() && started.elapsed() + wait > max {
+                tracing::error!(
+                    exporter = %self.exporter, endpoint = %self.endpoint,
+                    "dropping {} samples: still failing after {:?} ({} attempts; retry_on_failure.max_elapsed_time)", req.samples, started.elapsed(), attempt
+                );
+                return Outcome::Dropped("retries_exhausted");
+            }
+            tokio::time::sleep(wait).await;
+        }
+    }
+}

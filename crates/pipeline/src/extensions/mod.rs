@@ -1,0 +1,97 @@
+//! Extensions: `basicauth` and `bearertokenauth` (client side, as in the
+//! Collector) that exporters reference with `auth.authenticator`.
+
+use crate::config::{or_default, ComponentKind};
+use crate::http::read_secret_file;
+use reqwest::header::HeaderValue;
+use serde::{Deserialize, Deserializer};
+use std::path::PathBuf;
+
+#[derive(Debug, Deserialize, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct BasicAuthConfig {
+    pub client_auth: Option<ClientAuth>,
+}
+
+#[derive(Debug, Deserialize, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ClientAuth {
+    pub username: String,
+    #[serde(default)]
+    pub password: String,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields, default)]
+pub struct BearerTokenAuthConfig {
+    pub scheme: String,
+    pub token: Option<String>,
+    /// Read on every request, so a rotated token is picked up.
+    pub filename: Option<PathBuf>,
+    /// Header to set; `Authorization` unless told otherwise.
+    pub header: String,
+}
+
+impl Default for BearerTokenAuthConfig {
+    fn default() -> Self {
+        BearerTokenAuthConfig { scheme: "Bearer".into(), token: None, filename: None, header: "Authorization".into() }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum ExtensionConfig {
+    BasicAuth(BasicAuthConfig),
+    BearerTokenAuth(BearerTokenAuthConfig),
+}
+
+impl ComponentKind for ExtensionConfig {
+    const SECTION: &'static str = "extension";
+    const KNOWN: &'static [&'static str] = &["basicauth", "bearertokenauth"];
+    fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
+        match kind {
+            "basicauth" => Ok(ExtensionConfig::BasicAuth(or_default(d)?)),
+            "bearertokenauth" => Ok(ExtensionConfig::BearerTokenAuth(or_default(d)?)),
+            other => Err(serde::de::Error::custom(format!("unknown extension type {other:?}"))),
+        }
+    }
+}
+
+impl ExtensionConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            ExtensionConfig::BasicAuth(c) => match &c.client_auth {
+                None => Err("basicauth: client_auth (username, password) is required for exporters".into()),
+                Some(a) if a.username.is_empty() => Err("basicauth: client_auth.username must not be empty".into()),
+                Some(_) => Ok(()),
+            },
+            ExtensionConfig::BearerTokenAuth(c) => match (&c.token, &c.filename) {
+                (Some(_), Some(_)) => Err("bearertokenauth: set either token or filename, not both".into()),
+                (None, None) => Err("bearertokenauth: token or filename is required".into()),
+                _ => Ok(()),
+            },
+        }
+    }
+
+    /// The header name and value to send on each request.
+    pub fn header(&self) -> Result<(String, HeaderValue), String> {
+        let (name, v) = match self {
+            ExtensionConfig::BasicAuth(c) => {
+                let a = c.client_auth.clone().unwrap_or_default();
+                let enc = crate::receivers::prometheus::scrape::base64_encode(format!("{}:{}", a.username, a.password).as_bytes());
+                ("Authorization".to_string(), format!("Basic {enc}"))
+            }
+            ExtensionConfig::BearerTokenAuth(c) => {
+                let token = match (&c.token, &c.filename) {
+                    (_, Some(f)) => read_secret_file(f, "bearertokenauth filename")?,
+                    (Some(t), None) => t.clone(),
+                    (None, None) => String::new(),
+                };
+                let v = if c.scheme.is_empty() { token } else { format!("{} {token}", c.scheme) };
+                (c.header.clone(), v)
+            }
+        };
+        let mut hv = HeaderValue::from_str(&v).map_err(|_| "credentials contain characters not allowed in an HTTP header".to_string())?;
+        hv.set_sensitive(true);
+        Ok((name, hv))
+    }
+}

@@ -1,0 +1,196 @@
+//! HTTP clients for scrapes and exports: rustls with the ring provider (no
+//! aws-lc, no OpenSSL), system roots or a configured CA, client
+//! certificates, a server-name override and an explicit insecure mode.
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Once};
+use std::time::Duration;
+
+/// The User-Agent every request carries.
+pub fn user_agent() -> String {
+    format!("infertel/{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Installs the ring crypto provider once per process; reqwest panics
+/// without one when built with `rustls-no-provider`.
+pub fn ensure_crypto_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// What every TLS block configures, whatever its YAML spelling.
+#[derive(Clone, Debug, Default)]
+pub struct TlsSettings {
+    pub ca_file: Option<PathBuf>,
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    pub server_name: Option<String>,
+    pub insecure_skip_verify: bool,
+}
+
+fn read_certs(path: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let data = std::fs::read(path).map_err(|e| format!("cannot read {what} {}: {e}", path.display()))?;
+    let certs: Result<Vec<_>, _> = rustls_pemfile::certs(&mut &data[..]).collect();
+    let certs = certs.map_err(|e| format!("{what} {}: not valid PEM: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{what} {}: no PEM certificate found", path.display()));
+    }
+    Ok(certs)
+}
+
+fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
+    let data = std::fs::read(path).map_err(|e| format!("cannot read key_file {}: {e}", path.display()))?;
+    rustls_pemfile::private_key(&mut &data[..])
+        .map_err(|e| format!("key_file {}: not valid PEM: {e}", path.display()))?
+        .ok_or_else(|| format!("key_file {}: no private key found", path.display()))
+}
+
+impl TlsSettings {
+    /// Checks the files exist and parse, without building a client.
+    pub fn validate(&self) -> Result<(), String> {
+        self.client_config().map(|_| ())
+    }
+
+    fn client_config(&self) -> Result<rustls::ClientConfig, String> {
+        ensure_crypto_provider();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS setup: {e}"))?;
+        let verifier: Arc<dyn ServerCertVerifier> = if self.insecure_skip_verify {
+            Arc::new(NoVerify(provider.clone()))
+        } else {
+            let mut roots = RootCertStore::empty();
+            match &self.ca_file {
+                Some(ca) => {
+                    for c in read_certs(ca, "ca_file")? {
+                        roots.add(c).map_err(|e| format!("ca_file {}: {e}", ca.display()))?;
+                    }
+                }
+                None => {
+                    let native = rustls_native_certs::load_native_certs();
+                    for c in native.certs {
+                        let _ = roots.add(c);
+                    }
+                    if roots.is_empty() {
+                        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+                    }
+                }
+            }
+            let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .build()
+                .map_err(|e| format!("TLS roots: {e}"))?;
+            match &self.server_name {
+                Some(n) if !n.is_empty() => {
+                    let name = ServerName::try_from(n.clone()).map_err(|e| format!("server_name {n:?}: {e}"))?;
+                    Arc::new(OverrideName { inner, name })
+                }
+                _ => inner,
+            }
+        };
+        let builder = builder.dangerous().with_custom_certificate_verifier(verifier);
+        let mut cfg = match (&self.cert_file, &self.key_file) {
+            (Some(c), Some(k)) => builder
+                .with_client_auth_cert(read_certs(c, "cert_file")?, read_key(k)?)
+                .map_err(|e| format!("client certificate {}: {e}", c.display()))?,
+            (None, None) => builder.with_no_client_auth(),
+            _ => return Err("cert_file and key_file must be set together".into()),
+        };
+        cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(cfg)
+    }
+}
+
+/// Builds a client; `timeout` bounds each whole request.
+pub fn build_client(tls: &TlsSettings, timeout: Option<Duration>) -> Result<reqwest::Client, String> {
+    ensure_crypto_provider();
+    let mut b = reqwest::Client::builder()
+        .user_agent(user_agent())
+        .tls_backend_preconfigured(tls.client_config()?)
+        .pool_idle_timeout(Duration::from_secs(90));
+    if let Some(t) = timeout {
+        if !t.is_zero() {
+            b = b.timeout(t);
+        }
+    }
+    b.build().map_err(|e| format!("HTTP client: {e}"))
+}
+
+/// Verifies the chain as usual but against a configured name instead of
+/// the URL's host (`server_name` / `server_name_override`).
+#[derive(Debug)]
+struct OverrideName {
+    inner: Arc<rustls::client::WebPkiServerVerifier>,
+    name: ServerName<'static>,
+}
+
+impl ServerCertVerifier for OverrideName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        self.inner.verify_server_cert(end_entity, intermediates, &self.name, ocsp, now)
+    }
+    fn verify_tls12_signature(&self, m: &[u8], c: &CertificateDer<'_>, d: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(m, c, d)
+    }
+    fn verify_tls13_signature(&self, m: &[u8], c: &CertificateDer<'_>, d: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(m, c, d)
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// `insecure_skip_verify: true`: accepts any certificate, still checks the
+/// handshake signatures so the session is at least consistent.
+#[derive(Debug)]
+struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for NoVerify {
+    fn verify_server_cert(&self, _: &CertificateDer<'_>, _: &[CertificateDer<'_>], _: &ServerName<'_>, _: &[u8], _: UnixTime) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(&self, m: &[u8], c: &CertificateDer<'_>, d: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(m, c, d, &self.0.signature_verification_algorithms)
+    }
+    fn verify_tls13_signature(&self, m: &[u8], c: &CertificateDer<'_>, d: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(m, c, d, &self.0.signature_verification_algorithms)
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// Reads a secret file (password_file, credentials_file, token filename),
+/// trimming the trailing newline editors and `kubectl create secret` add.
+pub fn read_secret_file(path: &Path, what: &str) -> Result<String, String> {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
+        .map_err(|e| format!("cannot read {what} {}: {e}", path.display()))
+}
+
+/// The chain of causes of a reqwest error in one line ("error sending
+/// request: connection refused"), since its Display alone hides the cause.
+pub fn describe_error(e: &reqwest::Error) -> String {
+    let mut s = if e.is_timeout() { "timeout".to_string() } else { e.to_string() };
+    let mut src = std::error::Error::source(e);
+    while let Some(c) = src {
+        let cs = c.to_string();
+        if !s.contains(&cs) {
+            s.push_str(": ");
+            s.push_str(&cs);
+        }
+        src = c.source();
+    }
+    s
+}

@@ -1,0 +1,31 @@
+//! Processors: transform batches between receivers and exporters. One folder
+//! per processor type; the config key `processors.<type>` names the folder.
+
+pub mod batch;
+
+use crate::config::{or_default, ComponentKind};
+use serde::Deserializer;
+
+#[derive(Debug)]
+pub enum ProcessorConfig {
+    Batch(batch::BatchConfig),
+}
+
+impl ComponentKind for ProcessorConfig {
+    const SECTION: &'static str = "processor";
+    const KNOWN: &'static [&'static str] = &["batch"];
+    fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
+        match kind {
+            "batch" => Ok(ProcessorConfig::Batch(or_default(d)?)),
+            other => Err(serde::de::Error::custom(format!("unknown processor type {other:?}"))),
+        }
+    }
+}
+
+impl ProcessorConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            ProcessorConfig::Batch(c) => c.validate(),
+        }
+    }
+}

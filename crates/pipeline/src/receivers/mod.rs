@@ -1,0 +1,31 @@
+//! Receivers: where data enters a pipeline. One folder per receiver type;
+//! the config key `receivers.<type>` names the folder.
+
+pub mod prometheus;
+
+use crate::config::{or_default, ComponentKind};
+use serde::Deserializer;
+
+#[derive(Debug)]
+pub enum ReceiverConfig {
+    Prometheus(prometheus::config::PrometheusConfig),
+}
+
+impl ComponentKind for ReceiverConfig {
+    const SECTION: &'static str = "receiver";
+    const KNOWN: &'static [&'static str] = &["prometheus"];
+    fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
+        match kind {
+            "prometheus" => Ok(ReceiverConfig::Prometheus(or_default(d)?)),
+            other => Err(serde::de::Error::custom(format!("unknown receiver type {other:?}"))),
+        }
+    }
+}
+
+impl ReceiverConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            ReceiverConfig::Prometheus(c) => c.validate(),
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! Receiver `prometheus`: scrapes targets with Prometheus semantics.
+//!
+//! - `config.rs`: what the user configures (Prometheus `scrape_configs`);
+//! - `discovery.rs`: where targets come from (`static_configs`, `file_sd_configs`);
+//! - `target.rs`: how a discovered target becomes labels and a URL (`relabel_configs`);
+//! - `scrape.rs`: one target's scrape loop: fetch, parse, label, stale markers, report series;
+//! - `receiver.rs`: what drives it: one loop per live target, started and stopped as discovery changes.
+
+pub mod config;
+pub mod discovery;
+pub mod receiver;
+pub mod scrape;
+pub mod target;
+
+pub use receiver::PrometheusReceiver;

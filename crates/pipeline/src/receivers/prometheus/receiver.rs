@@ -1,0 +1,181 @@
+//! What drives the `prometheus` receiver: per scrape config, discover
+//! targets, turn them into [`Target`]s, and keep exactly one
+//! [`ScrapeLoop`] running per live target, stopping loops (which send stale
+//! markers) when a target disappears from discovery.
+
+use super::config::{GlobalConfig, PrometheusConfig, ScrapeConfig};
+use super::discovery::{read_file_sd, static_groups, TargetGroup};
+use super::scrape::{JobSettings, ScrapeAuth, ScrapeLoop};
+use super::target::{populate, Populated, Target};
+use crate::consumer::Consumer;
+use crate::telemetry::Telemetry;
+use infertel_model::{Label, Labels};
+use infertel_relabel::Relabeler;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub struct PrometheusReceiver {
+    pub id: String,
+    pub config: PrometheusConfig,
+}
+
+struct Running {
+    stop: watch::Sender<bool>,
+    handle: JoinHandle<()>,
+}
+
+fn job_settings(receiver: &str, sc: &ScrapeConfig, g: &GlobalConfig) -> Result<JobSettings, String> {
+    let auth = if let Some(b) = &sc.basic_auth {
+        ScrapeAuth::Basic { username: b.username.clone(), password: b.password.clone(), password_file: b.password_file.clone() }
+    } else if let Some(a) = &sc.authorization {
+        ScrapeAuth::Token { scheme: a.kind.clone(), credentials: a.credentials.clone(), credentials_file: a.credentials_file.clone() }
+    } else if sc.bearer_token.is_some() || sc.bearer_token_file.is_some() {
+        ScrapeAuth::Token { scheme: "Bearer".into(), credentials: sc.bearer_token.clone(), credentials_file: sc.bearer_token_file.clone() }
+    } else {
+        ScrapeAuth::None
+    };
+    Ok(JobSettings {
+        receiver: receiver.to_string(),
+        honor_labels: sc.honor_labels,
+        honor_timestamps: sc.honor_timestamps,
+        sample_limit: sc.sample_limit,
+        label_limit: sc.label_limit,
+        label_name_length_limit: sc.label_name_length_limit,
+        label_value_length_limit: sc.label_value_length_limit,
+        body_size_limit: sc.body_size_limit.0,
+        metric_relabel: Relabeler::new(&sc.metric_relabel_configs).map_err(|e| e.to_string())?,
+        external_labels: g.external_labels.iter().map(|(k, v)| Label::new(k.as_str(), v.as_str())).collect(),
+        auth,
+    })
+}
+
+impl PrometheusReceiver {
+    pub fn new(id: String, config: PrometheusConfig) -> Result<Self, String> {
+        config.validate()?;
+        Ok(PrometheusReceiver { id, config })
+    }
+
+    /// Runs every job until `stop` turns true; returns once all loops ended
+    /// (their stale markers are sent by then).
+    pub async fn run(self, next: Arc<dyn Consumer>, telemetry: Telemetry, stop: watch::Receiver<bool>) {
+        let g = Arc::new(self.config.config.global.clone());
+        let mut jobs = Vec::new();
+        for sc in self.config.config.scrape_configs {
+            let (id, g, next, telemetry, stop) = (self.id.clone(), g.clone(), next.clone(), telemetry.clone(), stop.clone());
+            jobs.push(tokio::spawn(async move { run_job(id, sc, g, next, telemetry, stop).await }));
+        }
+        for j in jobs {
+            let _ = j.await;
+        }
+    }
+}
+
+async fn run_job(
+    receiver: String,
+    sc: ScrapeConfig,
+    g: Arc<GlobalConfig>,
+    next: Arc<dyn Consumer>,
+    telemetry: Telemetry,
+    mut stop: watch::Receiver<bool>,
+) {
+    let job = match job_settings(&receiver, &sc, &g) {
+        Ok(j) => Arc::new(j),
+        Err(e) => {
+            tracing::error!(receiver = %receiver, job = %sc.job_name, "cannot start job: {e}");
+            return;
+        }
+    };
+    let relabel = match Relabeler::new(&sc.relabel_configs) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(receiver = %receiver, job = %sc.job_name, "relabel_configs: {e}");
+            return;
+        }
+    };
+    let client = match crate::http::build_client(&sc.tls_config.settings(), None) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(receiver = %receiver, job = %sc.job_name, "cannot build HTTP client: {e}");
+            return;
+        }
+    };
+    let target_errors = telemetry.counter(
+        "infertel_receiver_target_errors_total",
+        "Discovered targets that could not be turned into a scrape target (bad address, bad labels, file_sd read errors).",
+        &[("receiver", &receiver), ("job", &sc.job_name)],
+    );
+    let mut file_groups: Vec<Vec<TargetGroup>> = vec![Vec::new(); sc.file_sd_configs.len()];
+    let refresh = sc.file_sd_configs.iter().map(|f| f.refresh_interval.get()).min();
+    let mut running: HashMap<(Labels, String), Running> = HashMap::new();
+    loop {
+        let mut groups = static_groups(&sc);
+        for (i, f) in sc.file_sd_configs.iter().enumerate() {
+            match read_file_sd(f) {
+                Ok(g) => file_groups[i] = g,
+                Err(e) => {
+                    target_errors.inc();
+                    tracing::warn!(receiver = %receiver, job = %sc.job_name, "{e} (keeping the previous target list)");
+                }
+            }
+            groups.extend(file_groups[i].iter().cloned());
+        }
+        let mut targets: Vec<Target> = Vec::new();
+        for grp in &groups {
+            for addr in &grp.targets {
+                match populate(addr, grp, &sc, &g, &relabel) {
+                    Ok(Populated::Target(t)) => {
+                        if !targets.iter().any(|x| x.all_labels == t.all_labels && x.url == t.url) {
+                            targets.push(t);
+                        }
+                    }
+                    Ok(Populated::Dropped) => {}
+                    Err(e) => {
+                        target_errors.inc();
+                        tracing::warn!(receiver = %receiver, job = %sc.job_name, source = %grp.source, "{e}");
+                    }
+                }
+            }
+        }
+        if sc.target_limit > 0 && targets.len() as u64 > sc.target_limit {
+            tracing::error!(
+                receiver = %receiver, job = %sc.job_name,
+                "target_limit exceeded: {} targets discovered, limit {}; scraping the first {}", targets.len(), sc.target_limit, sc.target_limit
+            );
+            target_errors.add(targets.len() as u64 - sc.target_limit);
+            targets.truncate(sc.target_limit as usize);
+        }
+        // Stop loops whose target went away, start loops for new targets.
+        let keys: Vec<(Labels, String)> = targets.iter().map(|t| (t.all_labels.clone(), t.url.clone())).collect();
+        let gone: Vec<(Labels, String)> = running.keys().filter(|k| !keys.contains(k)).cloned().collect();
+        for k in gone {
+            if let Some(r) = running.remove(&k) {
+                let _ = r.stop.send(true);
+                let _ = r.handle.await;
+            }
+        }
+        for (t, k) in targets.into_iter().zip(keys) {
+            if running.contains_key(&k) {
+                continue;
+            }
+            tracing::info!(receiver = %receiver, job = %t.job(), instance = %t.instance(), url = %t.url, "scraping target every {:?}", t.interval);
+            let (tx, rx) = watch::channel(false);
+            let l = ScrapeLoop { target: t, job: job.clone(), client: client.clone(), next: next.clone(), telemetry: telemetry.clone() };
+            running.insert(k, Running { stop: tx, handle: tokio::spawn(l.run(rx)) });
+        }
+        let wait = refresh.unwrap_or(Duration::from_secs(u32::MAX as u64));
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop.changed() => {}
+        }
+        if *stop.borrow() {
+            break;
+        }
+    }
+    for (_, r) in running.drain() {
+        let _ = r.stop.send(true);
+        let _ = r.handle.await;
+    }
+}

@@ -1,0 +1,585 @@
+//! One target's scrape loop, with Prometheus 2.42's semantics:
+//! fetch (Accept prefers text 0.0.4, gzip, timeout, body size limit), parse,
+//! attach target labels (`honor_labels`, `exported_` on clash),
+//! `metric_relabel_configs`, limits, staleness markers for series that
+//! vanish or when the scrape fails, and the report series `up`,
+//! `scrape_duration_seconds`, `scrape_samples_scraped`,
+//! `scrape_samples_post_metric_relabeling`, `scrape_series_added`.
+//!
+//! A body that fails to parse, or breaks a limit, fails the whole scrape:
+//! nothing from it is forwarded, `up` is 0, previously seen series get stale
+//! markers, and the reason is logged and counted.
+//!
+//! Label sets are interned per target: a series seen on the previous scrape
+//! reuses its finished `Labels` (only values and timestamps change), so a
+//! steady-state scrape allocates no label strings.
+
+use super::target::Target;
+use crate::consumer::Consumer;
+use crate::http::describe_error;
+use crate::telemetry::{Counter, Gauge, Telemetry};
+use infertel_exposition::Format;
+use infertel_model::{stale_nan, Batch, Label, Labels, Metadata, Sample, Series, METRIC_NAME};
+use infertel_relabel::Relabeler;
+use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION};
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::watch;
+
+
+/// Text 0.0.4 first: vLLM's OpenMetrics output loses types (NOTES.md §H).
+pub const ACCEPT_HEADER: &str =
+    "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,*/*;q=0.1";
+
+/// How to authenticate scrapes; files are re-read on every scrape so a
+/// rotated secret is picked up.
+#[derive(Debug, Clone, Default)]
+pub enum ScrapeAuth {
+    #[default]
+    None,
+    Basic { username: String, password: Option<String>, password_file: Option<std::path::PathBuf> },
+    Token { scheme: String, credentials: Option<String>, credentials_file: Option<std::path::PathBuf> },
+}
+
+impl ScrapeAuth {
+    fn header(&self) -> Result<Option<HeaderValue>, String> {
+        let v = match self {
+            ScrapeAuth::None => return Ok(None),
+            ScrapeAuth::Basic { username, password, password_file } => {
+                let pw = match (password, password_file) {
+                    (_, Some(f)) => crate::http::read_secret_file(f, "password_file")?,
+                    (Some(p), None) => p.clone(),
+                    (None, None) => String::new(),
+                };
+                format!("Basic {}", base64_encode(format!("{username}:{pw}").as_bytes()))
+            }
+            ScrapeAuth::Token { scheme, credentials, credentials_file } => {
+                let c = match (credentials, credentials_file) {
+                    (_, Some(f)) => crate::http::read_secret_file(f, "credentials_file")?,
+                    (Some(c), None) => c.clone(),
+                    (None, None) => String::new(),
+                };
+                format!("{scheme} {c}")
+            }
+        };
+        let mut h = HeaderValue::from_str(&v).map_err(|_| "credentials contain characters not allowed in a header".to_string())?;
+        h.set_sensitive(true);
+        Ok(Some(h))
+    }
+}
+
+/// Standard base64, for basic auth.
+pub fn base64_encode(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for c in data.chunks(3) {
+        let b = [c[0], *c.get(1).unwrap_or(&0), *c.get(2).unwrap_or(&0)];
+        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+        out.push(T[(n >> 18) as usize & 63] as char);
+        out.push(T[(n >> 12) as usize & 63] as char);
+        out.push(if c.len() > 1 { T[(n >> 6) as usize & 63] as char } else { '=' });
+        out.push(if c.len() > 2 { T[n as usize & 63] as char } else { '=' });
+    }
+    out
+}
+
+/// Per-job settings shared by all of the job's targets.
+#[derive(Debug)]
+pub struct JobSettings {
+    pub receiver: String,
+    pub honor_labels: bool,
+    pub honor_timestamps: bool,
+    pub sample_limit: u64,
+    pub label_limit: u64,
+    pub label_name_length_limit: u64,
+    pub label_value_length_limit: u64,
+    pub body_size_limit: u64,
+    pub metric_relabel: Relabeler,
+    pub external_labels: Vec<Label>,
+    pub auth: ScrapeAuth,
+}
+
+/// Why a scrape failed: the `reason` label of
+/// `infertel_receiver_scrape_errors_total`, and the message logged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScrapeFailure {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+fn fail(reason: &'static str, message: impl Into<String>) -> ScrapeFailure {
+    ScrapeFailure { reason, message: message.into() }
+}
+
+struct CacheEntry {
+    name: Box<str>,
+    raw: Box<[(Box<str>, Box<str>)]>,
+    /// Finished labels, or None when metric relabeling dropped the series.
+    out: Option<Labels>,
+    seen: u64,
+    /// Series with explicit timestamps get no staleness markers.
+    track_staleness: bool,
+}
+
+/// What one scrape produced (before report series).
+#[derive(Debug, Default, PartialEq)]
+pub struct ScrapeStats {
+    pub scraped: u64,
+    pub post_relabel: u64,
+    pub series_added: u64,
+}
+
+/// The per-target state that outlives a scrape: interned label sets and the
+/// series seen on the last successful scrape.
+pub struct SeriesCache {
+    entries: HashMap<u64, Vec<CacheEntry>>,
+    hasher: std::collections::hash_map::RandomState,
+    scrape_id: u64,
+    last_metadata: Option<Instant>,
+}
+
+impl Default for SeriesCache {
+    fn default() -> Self {
+        SeriesCache { entries: HashMap::new(), hasher: Default::default(), scrape_id: 0, last_metadata: None }
+    }
+}
+
+impl SeriesCache {
+    pub fn len(&self) -> usize {
+        self.entries.values().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Stale markers at `ts` for every series of the last scrape; empties
+    /// the cache (a failed scrape or a target that goes away).
+    pub fn stale_all(&mut self, ts: i64) -> Vec<Series> {
+        let prev = self.scrape_id;
+        let out = self
+            .entries
+            .values()
+            .flatten()
+            .filter(|e| e.seen == prev && e.track_staleness)
+            .filter_map(|e| e.out.clone())
+            .map(|labels| Series { labels, samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }] })
+            .collect();
+        self.entries.clear();
+        out
+    }
+}
+
+/// Adds target labels to a sample's labels, as Prometheus 2.42's
+/// `mutateSampleLabels`: with `honor_labels` the scraped value wins;
+/// otherwise the target's wins and the scraped one moves to
+/// `exported_<name>` (more `exported_` prefixes until the name is free).
+pub fn attach_target_labels(mut scraped: Vec<Label>, target: &Labels, honor: bool) -> Vec<Label> {
+    let has = |v: &[Label], n: &str| v.iter().any(|l| &*l.name == n && !l.value.is_empty());
+    if honor {
+        for t in target.iter() {
+            if !has(&scraped, &t.name) {
+                scraped.retain(|l| l.name != t.name);
+                scraped.push(t.clone());
+            }
+        }
+        return scraped;
+    }
+    let exposed: Vec<Label> = scraped.clone();
+    let mut conflicting: Vec<Label> = Vec::new();
+    for t in target.iter() {
+        if let Some(l) = exposed.iter().find(|l| l.name == t.name && !l.value.is_empty()) {
+            conflicting.push(l.clone());
+        }
+        scraped.retain(|l| l.name != t.name);
+        scraped.push(t.clone());
+    }
+    conflicting.sort_by_key(|l| l.name.len());
+    for i in 0..conflicting.len() {
+        let mut name = conflicting[i].name.to_string();
+        loop {
+            name = format!("exported_{name}");
+            let taken = has(&exposed, &name) || target.get(&name).is_some() || conflicting[..i].iter().any(|c| *c.name == *name);
+            if !taken {
+                break;
+            }
+        }
+        conflicting[i].name = name.into();
+    }
+    for c in conflicting {
+        scraped.retain(|l| l.name != c.name);
+        scraped.push(c);
+    }
+    scraped
+}
+
+fn report_labels(name: &str, target: &Labels, external: &[Label]) -> Labels {
+    let mut v: Vec<Label> = target.iter().cloned().collect();
+    v.push(Label::new(METRIC_NAME, name));
+    add_external(&mut v, external);
+    Labels::from_vec(v)
+}
+
+fn add_external(v: &mut Vec<Label>, external: &[Label]) {
+    for e in external {
+        if !v.iter().any(|l| l.name == e.name && !l.value.is_empty()) {
+            v.push(e.clone());
+        }
+    }
+}
+
+/// Turns a parsed body into series, updating the cache. On error the cache
+/// is left as before the scrape (the caller then marks everything stale).
+pub fn build_series(
+    body: &[u8],
+    content_type: Option<&str>,
+    ts: i64,
+    target: &Target,
+    job: &JobSettings,
+    cache: &mut SeriesCache,
+    out: &mut Vec<Series>,
+    metadata: &mut Vec<Metadata>,
+    want_metadata: bool,
+) -> Result<ScrapeStats, ScrapeFailure> {
+    let format = Format::from_content_type(content_type);
+    let exp = infertel_exposition::parse(body, format).map_err(|e| fail("parse", format!("parse error: {e}")))?;
+    let id = cache.scrape_id + 1;
+    let mut stats = ScrapeStats { scraped: exp.samples.len() as u64, ..Default::default() };
+    let mut new_entries: Vec<(u64, CacheEntry)> = Vec::new();
+    let mut touched: Vec<(u64, usize)> = Vec::new();
+    let mut relabeled_seen: HashSet<Labels> = HashSet::new();
+    let check_collisions = !job.metric_relabel.is_empty();
+    let start_len = out.len();
+    let result = (|| {
+        for s in &exp.samples {
+            let raw = exp.labels(s);
+            let mut h = cache.hasher.build_hasher();
+            s.name.hash(&mut h);
+            for (n, v) in raw {
+                n.hash(&mut h);
+                v.hash(&mut h);
+            }
+            let key = h.finish();
+            let matches = |e: &CacheEntry| {
+                *e.name == *s.name && e.raw.len() == raw.len() && e.raw.iter().zip(raw).all(|((a, b), (c, d))| **a == **c && **b == **d)
+            };
+            let explicit_ts = job.honor_timestamps && s.timestamp_ms.is_some();
+            let sample_ts = if explicit_ts { s.timestamp_ms.unwrap_or(ts) } else { ts };
+            let labels: Option<Labels> = match cache.entries.get_mut(&key).and_then(|v| v.iter().position(|e| matches(e)).map(|i| (i, v))) {
+                Some((i, v)) => {
+                    if v[i].seen == id {
+                        // The same series twice in one body: Prometheus keeps the first.
+                        continue;
+                    }
+                    v[i].seen = id;
+                    touched.push((key, i));
+                    v[i].out.clone()
+                }
+                None => {
+                    if new_entries.iter().any(|(k, e)| *k == key && matches(e)) {
+                        continue;
+                    }
+                    let labels = finish_labels(&s.name, raw, target, job)?;
+                    if labels.is_some() {
+                        stats.series_added += 1;
+                    }
+                    new_entries.push((
+                        key,
+                        CacheEntry {
+                            name: (*s.name).into(),
+                            raw: raw.iter().map(|(n, v)| ((**n).into(), (**v).into())).collect(),
+                            out: labels.clone(),
+                            seen: id,
+                            track_staleness: !explicit_ts,
+                        },
+                    ));
+                    labels
+                }
+            };
+            let Some(labels) = labels else { continue };
+            if check_collisions && !relabeled_seen.insert(labels.clone()) {
+                continue;
+            }
+            stats.post_relabel += 1;
+            if job.sample_limit > 0 && stats.post_relabel > job.sample_limit {
+                return Err(fail("sample_limit", format!("sample_limit exceeded: more than {} samples", job.sample_limit)));
+            }
+            out.push(Series { labels, samples: vec![Sample { timestamp_ms: sample_ts, value: s.value }] });
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        // Roll back: nothing from a failed scrape is forwarded.
+        out.truncate(start_len);
+        for (key, i) in touched {
+            if let Some(v) = cache.entries.get_mut(&key) {
+                v[i].seen = id - 1;
+            }
+        }
+        return Err(e);
+    }
+    // Series of the previous scrape that did not come back go stale.
+    let prev = cache.scrape_id;
+    for v in cache.entries.values_mut() {
+        v.retain(|e| {
+            if e.seen == prev && e.track_staleness {
+                if let Some(l) = &e.out {
+                    out.push(Series { labels: l.clone(), samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }] });
+                }
+            }
+            e.seen == id
+        });
+    }
+    cache.entries.retain(|_, v| !v.is_empty());
+    for (k, e) in new_entries {
+        cache.entries.entry(k).or_default().push(e);
+    }
+    cache.scrape_id = id;
+    if want_metadata {
+        for f in &exp.families {
+            metadata.push(Metadata {
+                family: (*f.name).into(),
+                kind: f.kind,
+                help: f.help.as_deref().unwrap_or("").into(),
+                unit: f.unit.as_deref().unwrap_or("").into(),
+            });
+        }
+    }
+    Ok(stats)
+}
+
+fn finish_labels(
+    name: &str,
+    raw: &[(std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>)],
+    target: &Target,
+    job: &JobSettings,
+) -> Result<Option<Labels>, ScrapeFailure> {
+    let mut v: Vec<Label> = Vec::with_capacity(raw.len() + target.labels.len() + 1);
+    v.push(Label::new(METRIC_NAME, name));
+    for (n, val) in raw {
+        if n == METRIC_NAME {
+            return Err(fail("invalid_labels", format!("series {name}: label __name__ inside braces")));
+        }
+        if v.iter().any(|l| *l.name == **n) {
+            return Err(fail("invalid_labels", format!("series {name}: label name {n:?} is not unique")));
+        }
+        v.push(Label::new(&**n, &**val));
+    }
+    let mut v = attach_target_labels(v, &target.labels, job.honor_labels);
+    let labels = Labels::from_vec(std::mem::take(&mut v));
+    let Some(labels) = job.metric_relabel.process(&labels) else { return Ok(None) };
+    if labels.metric_name().is_empty() {
+        return Err(fail("invalid_labels", format!("series {name}: no metric name (__name__) after relabeling")));
+    }
+    let labels = if job.external_labels.is_empty() {
+        labels
+    } else {
+        let mut v: Vec<Label> = labels.iter().cloned().collect();
+        add_external(&mut v, &job.external_labels);
+        Labels::from_vec(v)
+    };
+    if job.label_limit > 0 && labels.len() as u64 - 1 > job.label_limit {
+        return Err(fail("label_limit", format!("label_limit exceeded: series {labels} has {} labels (limit {})", labels.len() - 1, job.label_limit)));
+    }
+    for l in labels.iter() {
+        if job.label_name_length_limit > 0 && l.name.len() as u64 > job.label_name_length_limit {
+            return Err(fail("label_limit", format!("label_name_length_limit exceeded: {:?} in {labels}", l.name)));
+        }
+        if job.label_value_length_limit > 0 && l.value.len() as u64 > job.label_value_length_limit {
+            return Err(fail("label_limit", format!("label_value_length_limit exceeded: label {} of {labels}", l.name)));
+        }
+    }
+    Ok(Some(labels))
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// Self-metric handles for one target.
+struct TargetMetrics {
+    scraped: Arc<Counter>,
+    up: Arc<Gauge>,
+    telemetry: Telemetry,
+    receiver: String,
+    job: String,
+    instance: String,
+}
+
+impl TargetMetrics {
+    fn error(&self, reason: &str) {
+        self.telemetry
+            .counter(
+                "infertel_receiver_scrape_errors_total",
+                "Failed scrapes, by reason.",
+                &[("receiver", &self.receiver), ("job", &self.job), ("instance", &self.instance), ("reason", reason)],
+            )
+            .inc();
+    }
+}
+
+/// Drives one target until `stop` turns true.
+pub struct ScrapeLoop {
+    pub target: Target,
+    pub job: Arc<JobSettings>,
+    pub client: reqwest::Client,
+    pub next: Arc<dyn Consumer>,
+    pub telemetry: Telemetry,
+}
+
+impl ScrapeLoop {
+    /// Offset of this target inside the interval, so targets spread out.
+    fn offset(&self) -> Duration {
+        let iv = self.target.interval.as_nanos().max(1) as u64;
+        Duration::from_nanos(self.target.hash() % iv)
+    }
+
+    pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
+        let (job, instance) = (self.target.job().to_string(), self.target.instance().to_string());
+        let m = TargetMetrics {
+            scraped: self.telemetry.counter(
+                "infertel_receiver_scraped_samples_total",
+                "Samples scraped (before metric relabeling).",
+                &[("receiver", &self.job.receiver), ("job", &job), ("instance", &instance)],
+            ),
+            up: self.telemetry.gauge(
+                "infertel_receiver_target_up",
+                "1 when the last scrape of the target succeeded.",
+                &[("receiver", &self.job.receiver), ("job", &job), ("instance", &instance)],
+            ),
+            telemetry: self.telemetry.clone(),
+            receiver: self.job.receiver.clone(),
+            job,
+            instance,
+        };
+        let iv = self.target.interval;
+        // Align to the interval grid plus this target's offset.
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let phase = Duration::from_nanos((now.as_nanos() % iv.as_nanos().max(1)) as u64);
+        let off = self.offset();
+        let first_wait = if off >= phase { off - phase } else { iv - (phase - off) };
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + first_wait, iv);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut cache = SeriesCache::default();
+        let mut buf: Vec<u8> = Vec::new();
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                _ = stop.changed() => break,
+            }
+            if *stop.borrow() {
+                break;
+            }
+            let batch = self.scrape_once(&mut cache, &mut buf, &m).await;
+            self.next.consume(batch).await;
+        }
+        // The target went away: its series and report series end now.
+        let ts = now_ms();
+        let mut series = cache.stale_all(ts);
+        for name in ["up", "scrape_duration_seconds", "scrape_samples_scraped", "scrape_samples_post_metric_relabeling", "scrape_series_added"] {
+            series.push(Series {
+                labels: report_labels(name, &self.target.labels, &self.job.external_labels),
+                samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }],
+            });
+        }
+        self.next.consume(Batch { series, metadata: Vec::new() }).await;
+        let l = [("receiver", m.receiver.as_str()), ("job", m.job.as_str()), ("instance", m.instance.as_str())];
+        self.telemetry.remove("infertel_receiver_target_up", &l);
+    }
+
+    async fn fetch(&self, buf: &mut Vec<u8>) -> Result<Option<String>, ScrapeFailure> {
+        let t = &self.target;
+        let mut req = self
+            .client
+            .get(&t.url)
+            .header(ACCEPT, ACCEPT_HEADER)
+            .header("X-Prometheus-Scrape-Timeout-Seconds", format!("{}", t.timeout.as_secs_f64()));
+        if let Some(h) = self.job.auth.header().map_err(|e| fail("auth", e))? {
+            req = req.header(AUTHORIZATION, h);
+        }
+        let fut = async {
+            let mut resp = req.send().await.map_err(|e| classify(&e))?;
+            let status = resp.status();
+            if status != reqwest::StatusCode::OK {
+                return Err(fail("http_status", format!("server returned HTTP status {status}")));
+            }
+            let ct = resp.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
+            buf.clear();
+            let limit = self.job.body_size_limit;
+            while let Some(chunk) = resp.chunk().await.map_err(|e| classify(&e))? {
+                if limit > 0 && (buf.len() + chunk.len()) as u64 > limit {
+                    return Err(fail("body_size_limit", format!("body size limit exceeded: more than {limit} bytes")));
+                }
+                buf.extend_from_slice(&chunk);
+            }
+            Ok(ct)
+        };
+        match tokio::time::timeout(t.timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(fail("timeout", format!("scrape timed out after {:?}", t.timeout))),
+        }
+    }
+
+    /// One scrape: the batch to forward (data, stale markers, report series).
+    async fn scrape_once(&mut self, cache: &mut SeriesCache, buf: &mut Vec<u8>, m: &TargetMetrics) -> Batch {
+        let start = Instant::now();
+        let ts = now_ms();
+        let mut series: Vec<Series> = Vec::with_capacity(cache.len() + 8);
+        let mut metadata = Vec::new();
+        let want_meta = cache.last_metadata.is_none_or(|t| t.elapsed() >= Duration::from_secs(60));
+        let result = match self.fetch(buf).await {
+            Ok(ct) => build_series(buf, ct.as_deref(), ts, &self.target, &self.job, cache, &mut series, &mut metadata, want_meta),
+            Err(e) => Err(e),
+        };
+        let (up, stats) = match result {
+            Ok(stats) => {
+                if want_meta {
+                    cache.last_metadata = Some(Instant::now());
+                }
+                m.scraped.add(stats.scraped);
+                (1.0, stats)
+            }
+            Err(e) => {
+                tracing::warn!(
+                    receiver = %self.job.receiver, job = %m.job, instance = %m.instance, url = %self.target.url, reason = e.reason,
+                    "scrape failed: {}", e.message
+                );
+                m.error(e.reason);
+                series = cache.stale_all(ts);
+                (0.0, ScrapeStats::default())
+            }
+        };
+        m.up.set(up);
+        let duration = start.elapsed().as_secs_f64();
+        let report = [
+            ("up", up),
+            ("scrape_duration_seconds", duration),
+            ("scrape_samples_scraped", stats.scraped as f64),
+            ("scrape_samples_post_metric_relabeling", stats.post_relabel as f64),
+            ("scrape_series_added", stats.series_added as f64),
+        ];
+        for (name, v) in report {
+            series.push(Series {
+                labels: report_labels(name, &self.target.labels, &self.job.external_labels),
+                samples: vec![Sample { timestamp_ms: ts, value: v }],
+            });
+        }
+        Batch { series, metadata }
+    }
+}
+
+fn classify(e: &reqwest::Error) -> ScrapeFailure {
+    let msg = describe_error(e);
+    let reason = if e.is_timeout() {
+        "timeout"
+    } else if e.is_connect() {
+        "connection"
+    } else if e.is_decode() || e.is_body() {
+        "body"
+    } else {
+        "http"
+    };
+    fail(reason, msg)
+}

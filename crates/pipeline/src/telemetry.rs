@@ -1,0 +1,272 @@
+//! The agent's own metrics (`infertel_*`), served as Prometheus text at
+//! `service.telemetry.metrics.address`. A tiny registry: components ask for a
+//! handle once (at build time) and update atomics on the hot path.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A monotonically increasing count.
+#[derive(Default, Debug)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    pub fn inc(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A value that goes up and down (stored as f64 bits).
+#[derive(Default, Debug)]
+pub struct Gauge(AtomicU64);
+
+impl Gauge {
+    pub fn set(&self, v: f64) {
+        self.0.store(v.to_bits(), Ordering::Relaxed);
+    }
+    pub fn get(&self) -> f64 {
+        f64::from_bits(self.0.load(Ordering::Relaxed))
+    }
+    pub fn add(&self, d: f64) {
+        let mut cur = self.0.load(Ordering::Relaxed);
+        loop {
+            let new = (f64::from_bits(cur) + d).to_bits();
+            match self.0.compare_exchange_weak(cur, new, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(c) => cur = c,
+            }
+        }
+    }
+}
+
+/// A histogram with fixed bounds.
+#[derive(Debug)]
+pub struct Histogram {
+    bounds: Vec<f64>,
+    buckets: Vec<AtomicU64>,
+    count: AtomicU64,
+    sum: Gauge,
+}
+
+impl Histogram {
+    fn new(bounds: &[f64]) -> Self {
+        Histogram {
+            bounds: bounds.to_vec(),
+            buckets: bounds.iter().map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU64::new(0),
+            sum: Gauge::default(),
+        }
+    }
+    pub fn observe(&self, v: f64) {
+        for (b, c) in self.bounds.iter().zip(&self.buckets) {
+            if v <= *b {
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum.add(v);
+    }
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+}
+
+/// Bounds for request durations, in seconds.
+pub const DURATION_BOUNDS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+
+#[derive(Debug)]
+enum Metric {
+    Counter(Arc<Counter>),
+    Gauge(Arc<Gauge>),
+    Histogram(Arc<Histogram>),
+}
+
+struct Family {
+    help: &'static str,
+    kind: &'static str,
+    series: BTreeMap<Vec<(String, String)>, Metric>,
+}
+
+/// The registry. Cheap to clone (shared).
+#[derive(Clone, Default)]
+pub struct Telemetry {
+    families: Arc<Mutex<BTreeMap<&'static str, Family>>>,
+}
+
+fn key(labels: &[(&str, &str)]) -> Vec<(String, String)> {
+    labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+impl Telemetry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with_family<R>(&self, name: &'static str, help: &'static str, kind: &'static str, f: impl FnOnce(&mut Family) -> R) -> R {
+        let mut g = self.families.lock().unwrap_or_else(|p| p.into_inner());
+        let fam = g.entry(name).or_insert_with(|| Family { help, kind, series: BTreeMap::new() });
+        f(fam)
+    }
+
+    pub fn counter(&self, name: &'static str, help: &'static str, labels: &[(&str, &str)]) -> Arc<Counter> {
+        self.with_family(name, help, "counter", |f| {
+            match f.series.entry(key(labels)).or_insert_with(|| Metric::Counter(Arc::default())) {
+                Metric::Counter(c) => c.clone(),
+                _ => Arc::default(),
+            }
+        })
+    }
+
+    pub fn gauge(&self, name: &'static str, help: &'static str, labels: &[(&str, &str)]) -> Arc<Gauge> {
+        self.with_family(name, help, "gauge", |f| {
+            match f.series.entry(key(labels)).or_insert_with(|| Metric::Gauge(Arc::default())) {
+                Metric::Gauge(c) => c.clone(),
+                _ => Arc::default(),
+            }
+        })
+    }
+
+    pub fn histogram(&self, name: &'static str, help: &'static str, labels: &[(&str, &str)], bounds: &[f64]) -> Arc<Histogram> {
+        self.with_family(name, help, "histogram", |f| {
+            match f.series.entry(key(labels)).or_insert_with(|| Metric::Histogram(Arc::new(Histogram::new(bounds)))) {
+                Metric::Histogram(h) => h.clone(),
+                _ => Arc::new(Histogram::new(bounds)),
+            }
+        })
+    }
+
+    /// Forgets one series (a target that went away).
+    pub fn remove(&self, name: &'static str, labels: &[(&str, &str)]) {
+        let mut g = self.families.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = g.get_mut(name) {
+            f.series.remove(&key(labels));
+        }
+    }
+
+    /// Current value of a counter or gauge series, for tests and `demo`.
+    pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        let g = self.families.lock().unwrap_or_else(|p| p.into_inner());
+        match g.get(name)?.series.get(&key(labels))? {
+            Metric::Counter(c) => Some(c.get() as f64),
+            Metric::Gauge(c) => Some(c.get()),
+            Metric::Histogram(h) => Some(h.count() as f64),
+        }
+    }
+
+    /// Sum over all series of a family whose labels include `filter`.
+    pub fn sum(&self, name: &str, filter: &[(&str, &str)]) -> f64 {
+        let g = self.families.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(f) = g.get(name) else { return 0.0 };
+        f.series
+            .iter()
+            .filter(|(k, _)| filter.iter().all(|(n, v)| k.iter().any(|(kn, kv)| kn == n && kv == v)))
+            .map(|(_, m)| match m {
+                Metric::Counter(c) => c.get() as f64,
+                Metric::Gauge(c) => c.get(),
+                Metric::Histogram(h) => h.count() as f64,
+            })
+            .sum()
+    }
+
+    /// Prometheus text exposition 0.0.4 of everything registered.
+    pub fn render(&self) -> String {
+        let g = self.families.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = String::new();
+        for (name, f) in g.iter() {
+            let _ = writeln!(out, "# HELP {name} {}", f.help);
+            let _ = writeln!(out, "# TYPE {name} {}", f.kind);
+            for (labels, m) in &f.series {
+                match m {
+                    Metric::Counter(c) => {
+                        let _ = writeln!(out, "{name}{} {}", fmt_labels(labels, None), c.get());
+                    }
+                    Metric::Gauge(c) => {
+                        let _ = writeln!(out, "{name}{} {}", fmt_labels(labels, None), fmt_f64(c.get()));
+                    }
+                    Metric::Histogram(h) => {
+                        for (b, c) in h.bounds.iter().zip(&h.buckets) {
+                            let le = fmt_f64(*b);
+                            let _ = writeln!(out, "{name}_bucket{} {}", fmt_labels(labels, Some(&le)), c.load(Ordering::Relaxed));
+                        }
+                        let _ = writeln!(out, "{name}_bucket{} {}", fmt_labels(labels, Some("+Inf")), h.count());
+                        let _ = writeln!(out, "{name}_sum{} {}", fmt_labels(labels, None), fmt_f64(h.sum.get()));
+                        let _ = writeln!(out, "{name}_count{} {}", fmt_labels(labels, None), h.count());
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+fn fmt_f64(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf".into() } else { "-Inf".into() }
+    } else {
+        format!("{v}")
+    }
+}
+
+fn fmt_labels(labels: &[(String, String)], le: Option<&str>) -> String {
+    if labels.is_empty() && le.is_none() {
+        return String::new();
+    }
+    let mut s = String::from("{");
+    let mut first = true;
+    let mut push = |k: &str, v: &str| {
+        if !first {
+            s.push(',');
+        }
+        first = false;
+        s.push_str(k);
+        s.push_str("=\"");
+        for c in v.chars() {
+            match c {
+                '\\' => s.push_str("\\\\"),
+                '"' => s.push_str("\\\""),
+                '\n' => s.push_str("\\n"),
+                c => s.push(c),
+            }
+        }
+        s.push('"');
+    };
+    for (k, v) in labels {
+        push(k, v);
+    }
+    if let Some(le) = le {
+        push("le", le);
+    }
+    s.push('}');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_gauges_histograms() {
+        let t = Telemetry::new();
+        t.counter("infertel_x_total", "X.", &[("exporter", "a\"b")]).add(3);
+        t.gauge("infertel_g", "G.", &[]).set(1.5);
+        let h = t.histogram("infertel_h_seconds", "H.", &[("exporter", "e")], &[0.1, 1.0]);
+        h.observe(0.05);
+        h.observe(0.5);
+        let s = t.render();
+        assert!(s.contains("infertel_x_total{exporter=\"a\\\"b\"} 3\n"), "{s}");
+        assert!(s.contains("infertel_g 1.5\n"));
+        assert!(s.contains("infertel_h_seconds_bucket{exporter=\"e\",le=\"0.1\"} 1\n"));
+        assert!(s.contains("infertel_h_seconds_bucket{exporter=\"e\",le=\"+Inf\"} 2\n"));
+        assert!(s.contains("infertel_h_seconds_count{exporter=\"e\"} 2\n"));
+        assert_eq!(t.value("infertel_x_total", &[("exporter", "a\"b")]), Some(3.0));
+    }
+}

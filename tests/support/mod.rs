@@ -1,0 +1,355 @@
+//! Shared harness for the end-to-end tests: free loopback ports, real
+//! Prometheus and VictoriaMetrics processes (stopped by PID on drop), an
+//! in-process HTTP server for scrape targets, and the `infertel` binary run
+//! as a child process.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("bind an ephemeral loopback port")
+}
+
+/// The shared/ folder beside the repository (or $INFERTEL_SHARED).
+pub fn shared_dir() -> PathBuf {
+    if let Ok(p) = std::env::var("INFERTEL_SHARED") {
+        return PathBuf::from(p);
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared")
+}
+
+pub fn repo_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+pub fn infertel_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_infertel"))
+}
+
+/// Fails the test with a clear message when a required program is missing:
+/// the test command installs them, so a missing one is a setup bug.
+pub fn require(program: &str) -> PathBuf {
+    for dir in std::env::var("PATH").unwrap_or_default().split(':') {
+        let p = Path::new(dir).join(program);
+        if p.is_file() {
+            return p;
+        }
+    }
+    panic!("{program} is not installed: run the test command from the README (scripts/test.sh installs it)");
+}
+
+/// A child process killed (and reaped) on drop.
+pub struct Proc {
+    pub name: String,
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Proc {
+    pub fn spawn(name: &str, cmd: &mut Command, log: PathBuf) -> Proc {
+        let f = std::fs::File::create(&log).expect("create log file");
+        let child = cmd
+            .stdout(Stdio::from(f.try_clone().expect("dup log")))
+            .stderr(Stdio::from(f))
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        Proc { name: name.into(), child, log }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM, then wait (up to `timeout`) for a clean exit; returns the code.
+    pub fn terminate(&mut self, timeout: Duration) -> Option<i32> {
+        let _ = Command::new("kill").arg("-TERM").arg(self.pid().to_string()).status();
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return st.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+pub fn http_get(url: &str) -> Result<(u16, String), String> {
+    let out = Command::new("curl")
+        .args(["-s", "-m", "10", "-w", "\n%{http_code}", url])
+        .output()
+        .map_err(|e| format!("curl: {e}"))?;
+    let s = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, code) = s.rsplit_once('\n').ok_or("no status")?;
+    Ok((code.trim().parse().unwrap_or(0), body.to_string()))
+}
+
+pub fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A real Prometheus (Debian's 2.42) on a free loopback port.
+pub struct Prometheus {
+    pub proc: Proc,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    /// `scrape_configs_yaml` is the YAML list under `scrape_configs:` (may be empty).
+    pub fn start(scrape_configs_yaml: &str) -> Prometheus {
+        let bin = require("prometheus");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        let cfg = format!("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n{scrape_configs_yaml}\n");
+        let cfg_path = dir.path().join("prometheus.yml");
+        std::fs::write(&cfg_path, cfg).expect("write prometheus.yml");
+        let mut cmd = Command::new(bin);
+        cmd.arg(format!("--config.file={}", cfg_path.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--web.enable-remote-write-receiver")
+            .arg("--log.level=warn");
+        let proc = Proc::spawn("prometheus", &mut cmd, dir.path().join("prometheus.log"));
+        let p = Prometheus { proc, port, dir };
+        wait_until("prometheus ready", Duration::from_secs(30), || {
+            matches!(http_get(&format!("{}/-/ready", p.url())), Ok((200, _))).then_some(())
+        });
+        p
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn write_url(&self) -> String {
+        format!("{}/api/v1/write", self.url())
+    }
+
+    /// Instant query; returns (labels, value text) per series.
+    pub fn query(&self, q: &str) -> Vec<(BTreeMap<String, String>, String)> {
+        let url = format!("{}/api/v1/query?query={}", self.url(), urlencode(q));
+        let (code, body) = http_get(&url).unwrap_or((0, String::new()));
+        assert_eq!(code, 200, "prometheus query {q}: {body}");
+        let v: serde_json::Value = serde_json::from_str(&body).expect("prometheus JSON");
+        v["data"]["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|r| {
+                let labels = r["metric"].as_object().map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect()).unwrap_or_default();
+                (labels, r["value"][1].as_str().unwrap_or("").to_string())
+            })
+            .collect()
+    }
+}
+
+/// A real VictoriaMetrics (Debian's package) on a free loopback port.
+pub struct Victoria {
+    pub proc: Proc,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+}
+
+impl Victoria {
+    pub fn start() -> Victoria {
+        let bin = require("victoria-metrics");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        let mut cmd = Command::new(bin);
+        cmd.arg(format!("-httpListenAddr=127.0.0.1:{port}"))
+            .arg(format!("-storageDataPath={}", dir.path().join("data").display()))
+            .arg("-retentionPeriod=100y")
+            .arg("-search.latencyOffset=0s")
+            .arg("-search.disableCache")
+            .arg("-loggerLevel=WARN");
+        let proc = Proc::spawn("victoria-metrics", &mut cmd, dir.path().join("vm.log"));
+        let v = Victoria { proc, port, dir };
+        wait_until("victoria-metrics ready", Duration::from_secs(30), || {
+            matches!(http_get(&format!("{}/health", v.url())), Ok((200, _))).then_some(())
+        });
+        v
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn write_url(&self) -> String {
+        format!("{}/api/v1/write", self.url())
+    }
+
+    /// Every raw sample of the series matching `selector`: (labels, values).
+    pub fn export(&self, selector: &str) -> Vec<(BTreeMap<String, String>, Vec<f64>)> {
+        let _ = http_get(&format!("{}/internal/force_flush", self.url()));
+        let (code, body) = http_get(&format!("{}/api/v1/export?match[]={}", self.url(), urlencode(selector))).unwrap_or((0, String::new()));
+        assert_eq!(code, 200, "victoria export {selector}: {body}");
+        body.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).expect("VM export JSON line");
+                let labels = v["metric"].as_object().map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect()).unwrap_or_default();
+                let values = v["values"].as_array().cloned().unwrap_or_default().iter().map(json_f64).collect();
+                (labels, values)
+            })
+            .collect()
+    }
+}
+
+fn json_f64(v: &serde_json::Value) -> f64 {
+    match v {
+        serde_json::Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
+        serde_json::Value::String(s) => parse_prom_float(s),
+        _ => f64::NAN,
+    }
+}
+
+pub fn parse_prom_float(s: &str) -> f64 {
+    match s {
+        "NaN" => f64::NAN,
+        "+Inf" | "Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        s => s.parse().unwrap_or(f64::NAN),
+    }
+}
+
+pub fn urlencode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// What a scrape target serves: content type and body, changeable at run time.
+#[derive(Clone)]
+pub struct Page {
+    pub content_type: String,
+    pub body: Vec<u8>,
+}
+
+/// An HTTP server on a free port with one page per path, on its own thread.
+pub struct Targets {
+    pub addr: SocketAddr,
+    pages: Arc<Mutex<BTreeMap<String, Page>>>,
+    hits: Arc<Mutex<BTreeMap<String, u64>>>,
+    _rt: std::thread::JoinHandle<()>,
+}
+
+impl Targets {
+    pub fn start() -> Targets {
+        let pages: Arc<Mutex<BTreeMap<String, Page>>> = Arc::default();
+        let hits: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
+        let std_listener = TcpListener::bind("127.0.0.1:0").expect("bind targets");
+        std_listener.set_nonblocking(true).expect("nonblocking");
+        let addr = std_listener.local_addr().expect("addr");
+        let (p, h) = (pages.clone(), hits.clone());
+        let rt = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
+                let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+                    let (p, h) = (p.clone(), h.clone());
+                    async move {
+                        let path = uri.path().to_string();
+                        *h.lock().unwrap().entry(path.clone()).or_default() += 1;
+                        match p.lock().unwrap().get(&path).cloned() {
+                            Some(page) => axum::response::Response::builder()
+                                .header("content-type", page.content_type)
+                                .body(axum::body::Body::from(page.body))
+                                .unwrap(),
+                            None => axum::response::Response::builder().status(404).body(axum::body::Body::from("not found")).unwrap(),
+                        }
+                    }
+                });
+                let _ = axum::serve(listener, app).await;
+            });
+        });
+        Targets { addr, pages, hits, _rt: rt }
+    }
+
+    pub fn set(&self, path: &str, content_type: &str, body: impl Into<Vec<u8>>) {
+        self.pages.lock().unwrap().insert(path.into(), Page { content_type: content_type.into(), body: body.into() });
+    }
+
+    pub fn hits(&self, path: &str) -> u64 {
+        self.hits.lock().unwrap().get(path).copied().unwrap_or(0)
+    }
+}
+
+pub const TEXT_004: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Runs `infertel run` with the given config text.
+pub struct Agent {
+    pub proc: Proc,
+    pub dir: tempfile::TempDir,
+    pub telemetry_port: u16,
+}
+
+impl Agent {
+    /// `config` may use `{{TELEMETRY}}` for the self-metrics address.
+    pub fn start(config: &str) -> Agent {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let telemetry_port = free_port();
+        let cfg = config.replace("{{TELEMETRY}}", &format!("127.0.0.1:{telemetry_port}"));
+        let path = dir.path().join("infertel.yaml");
+        std::fs::write(&path, cfg).expect("write config");
+        let mut cmd = Command::new(infertel_bin());
+        cmd.arg("run").arg("--config").arg(&path).env("RUST_LOG", "info");
+        let proc = Proc::spawn("infertel", &mut cmd, dir.path().join("infertel.log"));
+        let a = Agent { proc, dir, telemetry_port };
+        wait_until("infertel self-metrics endpoint", Duration::from_secs(20), || {
+            matches!(http_get(&a.metrics_url()), Ok((200, _))).then_some(())
+        });
+        a
+    }
+
+    pub fn metrics_url(&self) -> String {
+        format!("http://127.0.0.1:{}/metrics", self.telemetry_port)
+    }
+
+    /// Sum of the agent's own metric `name` over series whose labels contain all of `filter`.
+    pub fn self_metric(&self, name: &str, filter: &[(&str, &str)]) -> f64 {
+        let (_, body) = http_get(&self.metrics_url()).unwrap_or((0, String::new()));
+        let exp = infertel_exposition::parse(body.as_bytes(), infertel_exposition::Format::PrometheusText).expect("self-metrics parse");
+        exp.samples
+            .iter()
+            .filter(|s| s.name == name)
+            .filter(|s| filter.iter().all(|(k, v)| exp.labels(s).iter().any(|(a, b)| a == k && b == v)))
+            .map(|s| s.value)
+            .sum()
+    }
+}

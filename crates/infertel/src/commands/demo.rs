@@ -27,7 +27,9 @@ struct TargetState {
 #[derive(Default)]
 struct View {
     targets: BTreeMap<(String, String), TargetState>,
-    /// metric name → (timestamp ms, summed value) of the last two scrapes.
+    /// metric name → (timestamp ms, summed value) of the last scrapes; rates
+    /// span them all, since some counters (prefix queries) move only when a
+    /// request is admitted.
     values: BTreeMap<String, Vec<(i64, f64)>>,
     samples_total: u64,
     series_seen: std::collections::HashSet<u64>,
@@ -35,6 +37,8 @@ struct View {
 
 /// Sees everything the receivers emit.
 struct Tap(Mutex<View>);
+
+const WINDOW: usize = 30;
 
 const SHOWN: &[&str] = &[
     "vllm:num_requests_running",
@@ -77,7 +81,7 @@ impl Consumer for Tap {
         for (name, point) in sums {
             let h = v.values.entry(name.to_string()).or_default();
             h.push(point);
-            if h.len() > 2 {
+            if h.len() > WINDOW {
                 h.remove(0);
             }
         }
@@ -91,14 +95,15 @@ impl View {
     }
     fn rate(&self, n: &str) -> Option<f64> {
         let h = self.values.get(n)?;
-        if h.len() < 2 || h[1].0 <= h[0].0 {
+        let (first, last) = (h.first()?, h.last()?);
+        if last.0 <= first.0 {
             return None;
         }
-        Some((h[1].1 - h[0].1) / ((h[1].0 - h[0].0) as f64 / 1000.0))
+        Some((last.1 - first.1) / ((last.0 - first.0) as f64 / 1000.0))
     }
     fn delta(&self, n: &str) -> Option<f64> {
         let h = self.values.get(n)?;
-        (h.len() == 2).then(|| h[1].1 - h[0].1)
+        (h.len() >= 2).then(|| h[h.len() - 1].1 - h[0].1)
     }
 }
 

@@ -1,1 +1,172 @@
-// placeholder
+//! The remote-write exporter's contract, against receivers that misbehave
+//! on purpose: retries (500 then 200 delivers the batch once), no retry on
+//! 400 (dropped and counted), per-series order under slow concurrent
+//! sends, the protocol headers, and staleness markers that end a vanished
+//! series in a real Prometheus.
+
+mod support;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use support::*;
+
+fn agent_config(target: &str, path: &str, endpoint: &str, extra_exporter: &str, interval: &str) -> String {
+    format!(
+        r#"
+receivers:
+  prometheus:
+    config:
+      global: {{scrape_interval: {interval}, scrape_timeout: {interval}}}
+      scrape_configs:
+        - job_name: t
+          metrics_path: {path}
+          static_configs: [{{targets: ['{target}']}}]
+exporters:
+  prometheusremotewrite:
+    endpoint: {endpoint}
+    retry_on_failure: {{initial_interval: 100ms, max_interval: 200ms}}
+{extra_exporter}
+service:
+  pipelines:
+    metrics: {{receivers: [prometheus], exporters: [prometheusremotewrite{}]}}
+  telemetry: {{metrics: {{address: "{{{{TELEMETRY}}}}"}}}}
+"#,
+        if extra_exporter.is_empty() { "" } else { ", prometheusremotewrite/prom" }
+    )
+}
+
+/// (series text, timestamp) pairs of the accepted requests.
+fn accepted(r: &[Received]) -> Vec<(String, i64)> {
+    r.iter()
+        .filter(|x| x.status / 100 == 2)
+        .flat_map(|x| x.series.iter().flat_map(|s| s.samples.iter().map(move |p| (s.labels.to_string(), p.timestamp_ms))))
+        .collect()
+}
+
+#[test]
+fn a_500_is_retried_and_the_batch_arrives_once() {
+    let targets = Targets::start();
+    targets.set("/m", TEXT_004, "# TYPE g gauge\ng{a=\"1\"} 42\n");
+    let rx = RwReceiver::start(Arc::new(|i| (if i == 0 { 500 } else { 200 }, Duration::ZERO)));
+    let agent = Agent::start(&agent_config(&targets.addr.to_string(), "/m", &rx.url(), "", "1s"));
+    let log = wait_until("a retried request", Duration::from_secs(20), || {
+        let r = rx.received();
+        (r.len() >= 2).then_some(r)
+    });
+    let failed: Vec<(String, i64)> = log[0].series.iter().map(|s| (s.labels.to_string(), s.samples[0].timestamp_ms)).collect();
+    assert!(!failed.is_empty());
+    let ok = accepted(&log);
+    for f in &failed {
+        assert_eq!(ok.iter().filter(|o| *o == f).count(), 1, "sample {f:?} of the failed request must arrive exactly once");
+    }
+    let retry = log[1..]
+        .iter()
+        .find(|r| r.series.iter().any(|s| failed.iter().any(|f| f.0 == s.labels.to_string() && f.1 == s.samples[0].timestamp_ms)))
+        .expect("the retried request");
+    assert_eq!(retry.headers.get("retry-attempt").map(String::as_str), Some("1"));
+    assert_eq!(agent.self_metric("infertel_exporter_failed_requests_total", &[("status", "500")]), 1.0);
+    assert_eq!(agent.self_metric("infertel_exporter_dropped_samples_total", &[]), 0.0);
+}
+
+#[test]
+fn a_400_is_not_retried_and_the_drop_is_counted() {
+    let targets = Targets::start();
+    targets.set("/m", TEXT_004, "# TYPE g gauge\ng{a=\"1\"} 42\ng{a=\"2\"} 43\n");
+    let rx = RwReceiver::start(Arc::new(|i| (if i == 0 { 400 } else { 200 }, Duration::ZERO)));
+    let agent = Agent::start(&agent_config(&targets.addr.to_string(), "/m", &rx.url(), "", "1s"));
+    let log = wait_until("three requests", Duration::from_secs(20), || {
+        let r = rx.received();
+        (r.len() >= 3).then_some(r)
+    });
+    let rejected: Vec<(String, i64)> = log[0].series.iter().map(|s| (s.labels.to_string(), s.samples[0].timestamp_ms)).collect();
+    let ok = accepted(&log);
+    for f in &rejected {
+        assert!(!ok.contains(f), "sample {f:?} of the 400 request was sent again");
+    }
+    let dropped = agent.self_metric("infertel_exporter_dropped_samples_total", &[("reason", "rejected")]);
+    assert_eq!(dropped, rejected.len() as f64, "dropped counter must equal the samples of the rejected request");
+    assert_eq!(agent.self_metric("infertel_exporter_failed_requests_total", &[("status", "400")]), 1.0);
+    assert!(agent.proc.log_text().contains("HTTP 400"), "the drop must be logged");
+}
+
+#[test]
+fn protocol_headers_are_the_spec_ones() {
+    let targets = Targets::start();
+    targets.set("/m", TEXT_004, "g 1\n");
+    let rx = RwReceiver::start(Arc::new(|_| (204, Duration::ZERO)));
+    let _agent = Agent::start(&agent_config(&targets.addr.to_string(), "/m", &rx.url(), "", "1s"));
+    let log = wait_until("a request", Duration::from_secs(20), || rx.received().into_iter().next());
+    let h = &log.headers;
+    assert_eq!(h["content-encoding"], "snappy");
+    assert_eq!(h["content-type"], "application/x-protobuf");
+    assert_eq!(h["x-prometheus-remote-write-version"], "0.1.0");
+    assert!(h["user-agent"].starts_with("infertel/"), "{}", h["user-agent"]);
+    for s in &log.series {
+        let names: Vec<&str> = s.labels.iter().map(|l| &*l.name).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted, "labels must be sorted bytewise");
+    }
+}
+
+#[test]
+fn per_series_order_survives_slow_concurrent_sends() {
+    let targets = Targets::start();
+    let body: String = (0..300).map(|i| format!("load{{series=\"{i}\"}} {i}\n")).collect();
+    targets.set("/m", TEXT_004, body);
+    // Each answer takes 0-400 ms, pseudo-randomly, so parallel shards finish
+    // out of order.
+    let rx = RwReceiver::start(Arc::new(|i| (200, Duration::from_millis(((i as u64).wrapping_mul(2654435761) >> 7) % 400))));
+    let cfg = agent_config(&targets.addr.to_string(), "/m", &rx.url(), "", "200ms")
+        .replace("    retry_on_failure:", "    sending_queue: {num_consumers: 4}\n    retry_on_failure:");
+    let agent = Agent::start(&cfg);
+    std::thread::sleep(Duration::from_secs(6));
+    let log = rx.received();
+    assert!(log.len() >= 8, "only {} requests", log.len());
+    let mut last: HashMap<String, i64> = HashMap::new();
+    let mut checked = 0;
+    for r in &log {
+        for s in &r.series {
+            for p in &s.samples {
+                let k = s.labels.to_string();
+                if let Some(prev) = last.get(&k) {
+                    assert!(p.timestamp_ms > *prev, "{k}: {} after {prev} (request {})", p.timestamp_ms, r.index);
+                    checked += 1;
+                }
+                last.insert(k, p.timestamp_ms);
+            }
+        }
+    }
+    assert!(checked > 1000, "too few samples to judge ordering: {checked}");
+    assert_eq!(agent.self_metric("infertel_exporter_dropped_samples_total", &[]), 0.0);
+}
+
+#[test]
+fn a_vanished_series_ends_with_a_stale_marker() {
+    let targets = Targets::start();
+    targets.set("/m", TEXT_004, "# TYPE keep gauge\nkeep 1\n# TYPE vanish gauge\nvanish 2\n");
+    let prom = Prometheus::start("");
+    let rx = RwReceiver::start(Arc::new(|_| (200, Duration::ZERO)));
+    let extra = format!("  prometheusremotewrite/prom:\n    endpoint: {}\n", prom.write_url());
+    let _agent = Agent::start(&agent_config(&targets.addr.to_string(), "/m", &rx.url(), &extra, "500ms"));
+    wait_until("vanish in Prometheus", Duration::from_secs(20), || (!prom.query("vanish").is_empty()).then_some(()));
+    targets.set("/m", TEXT_004, "# TYPE keep gauge\nkeep 1\n");
+    // The instant query drops the series as soon as the stale marker lands,
+    // although its last real sample is seconds old (lookback is 5m).
+    wait_until("vanish to end in Prometheus", Duration::from_secs(20), || prom.query("vanish").is_empty().then_some(()));
+    assert!(!prom.query("keep").is_empty());
+    assert_eq!(prom.query("count_over_time(vanish[5m])").len(), 1, "the earlier samples are still stored");
+    // And on the wire the marker is the exact stale NaN bit pattern.
+    let stale: Vec<u64> = rx
+        .received()
+        .iter()
+        .flat_map(|r| r.series.clone())
+        .filter(|s| s.labels.metric_name() == "vanish")
+        .flat_map(|s| s.samples)
+        .map(|p| p.value.to_bits())
+        .filter(|b| *b != 2f64.to_bits())
+        .collect();
+    assert_eq!(stale, vec![0x7ff0_0000_0000_0002], "exactly one stale marker, bit for bit");
+    let _ = BTreeMap::<(), ()>::new();
+}

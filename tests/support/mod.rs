@@ -330,8 +330,11 @@ impl Agent {
         let mut cmd = Command::new(infertel_bin());
         cmd.arg("run").arg("--config").arg(&path).env("RUST_LOG", "info");
         let proc = Proc::spawn("infertel", &mut cmd, dir.path().join("infertel.log"));
-        let a = Agent { proc, dir, telemetry_port };
+        let mut a = Agent { proc, dir, telemetry_port };
         wait_until("infertel self-metrics endpoint", Duration::from_secs(20), || {
+            if let Ok(Some(st)) = a.proc.child.try_wait() {
+                panic!("infertel exited with {st} before serving:\n{}", a.proc.log_text());
+            }
             matches!(http_get(&a.metrics_url()), Ok((200, _))).then_some(())
         });
         a
@@ -351,5 +354,69 @@ impl Agent {
             .filter(|s| filter.iter().all(|(k, v)| exp.labels(s).iter().any(|(a, b)| a == k && b == v)))
             .map(|s| s.value)
             .sum()
+    }
+}
+
+/// One remote-write request as a scripted receiver saw it.
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub index: usize,
+    pub status: u16,
+    pub headers: BTreeMap<String, String>,
+    pub series: Vec<infertel_model::Series>,
+}
+
+/// Decides, per request index (0-based), the status to answer and how long
+/// to wait before answering.
+pub type Script = Arc<dyn Fn(usize) -> (u16, Duration) + Send + Sync>;
+
+/// A remote-write receiver whose answers a test scripts; it decodes every
+/// body with the real codec and records what arrived.
+pub struct RwReceiver {
+    pub addr: SocketAddr,
+    pub log: Arc<Mutex<Vec<Received>>>,
+    _rt: std::thread::JoinHandle<()>,
+}
+
+impl RwReceiver {
+    pub fn start(script: Script) -> RwReceiver {
+        let log: Arc<Mutex<Vec<Received>>> = Arc::default();
+        let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let std_listener = TcpListener::bind("127.0.0.1:0").expect("bind receiver");
+        std_listener.set_nonblocking(true).expect("nonblocking");
+        let addr = std_listener.local_addr().expect("addr");
+        let l = log.clone();
+        let rt = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
+                let app = axum::Router::new().route(
+                    "/api/v1/write",
+                    axum::routing::post(move |headers: axum::http::HeaderMap, body: bytes::Bytes| {
+                        let (l, counter, script) = (l.clone(), counter.clone(), script.clone());
+                        async move {
+                            let index = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            let (status, delay) = script(index);
+                            let req = infertel_remote_write::decode(&body).expect("a decodable remote-write body");
+                            let (series, _) = infertel_remote_write::to_model(&req);
+                            let headers = headers.iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string())).collect();
+                            l.lock().unwrap().push(Received { index, status, headers, series });
+                            tokio::time::sleep(delay).await;
+                            axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR)
+                        }
+                    }),
+                );
+                let _ = axum::serve(listener, app).await;
+            });
+        });
+        RwReceiver { addr, log, _rt: rt }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/api/v1/write", self.addr)
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.log.lock().unwrap().clone()
     }
 }

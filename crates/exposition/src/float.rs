@@ -1,0 +1,247 @@
+//! Number syntax: Go's `strconv.ParseFloat` as Prometheus 2.42 calls it for the
+//! 0.0.4 format, and the OpenMetrics number and timestamp rules.
+//!
+//! Rust's `f64::from_str` is not usable on raw input: it accepts `+nan`,
+//! `-infinity` with any case, and it turns `1e400` into `inf` where Go reports
+//! a range error (which fails the scrape). So the grammar is checked here and
+//! only a plain decimal string is handed to Rust for the actual conversion
+//! (which rounds correctly, like Go's).
+
+use infertel_model::canonical_nan;
+
+/// Why a number was rejected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FloatError {
+    Syntax,
+    Range,
+}
+
+impl FloatError {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            FloatError::Syntax => "invalid syntax",
+            FloatError::Range => "value out of range",
+        }
+    }
+}
+
+/// True for `[+-]? (d+ [. d*] | . d+) ([eE] [+-]? d+)?`, the decimal form
+/// that both Go and Python accept and Rust parses identically.
+fn is_decimal(s: &[u8]) -> bool {
+    let mut i = 0;
+    if matches!(s.first(), Some(b'+' | b'-')) {
+        i = 1;
+    }
+    let digits = |i: &mut usize| {
+        let start = *i;
+        while s.get(*i).is_some_and(u8::is_ascii_digit) {
+            *i += 1;
+        }
+        *i - start
+    };
+    let int = digits(&mut i);
+    let mut frac = 0;
+    if s.get(i) == Some(&b'.') {
+        i += 1;
+        frac = digits(&mut i);
+    }
+    if int + frac == 0 {
+        return false;
+    }
+    if matches!(s.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(s.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        if digits(&mut i) == 0 {
+            return false;
+        }
+    }
+    i == s.len()
+}
+
+/// Converts a string that passed [`is_decimal`]; overflow to ±inf is a range error.
+fn decimal(s: &[u8]) -> Result<f64, FloatError> {
+    let text = std::str::from_utf8(s).map_err(|_| FloatError::Syntax)?;
+    let v: f64 = text.parse().map_err(|_| FloatError::Syntax)?;
+    if v.is_infinite() {
+        Err(FloatError::Range)
+    } else {
+        Ok(v)
+    }
+}
+
+/// Go's special values: `[+-]?(inf|infinity)` and unsigned `nan`, any case.
+fn go_special(s: &[u8]) -> Option<f64> {
+    let (neg, rest) = match s.first() {
+        Some(b'+') => (false, &s[1..]),
+        Some(b'-') => (true, &s[1..]),
+        _ => (false, s),
+    };
+    if rest.eq_ignore_ascii_case(b"inf") || rest.eq_ignore_ascii_case(b"infinity") {
+        return Some(if neg {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        });
+    }
+    if rest.len() == s.len() && s.eq_ignore_ascii_case(b"nan") {
+        return Some(canonical_nan(f64::NAN));
+    }
+    None
+}
+
+/// A 0.0.4 sample value, exactly as Prometheus 2.42 parses it: Go's
+/// `ParseFloat(s, 64)` after refusing any `p`, `P` or `_` (so no hex floats and
+/// no digit separators). NaN comes back canonical.
+pub(crate) fn parse_go_float(s: &[u8]) -> Result<f64, FloatError> {
+    if let Some(v) = go_special(s) {
+        return Ok(v);
+    }
+    if !is_decimal(s) {
+        return Err(FloatError::Syntax);
+    }
+    decimal(s)
+}
+
+/// An OpenMetrics number: a decimal, or `[+-]?(inf|infinity|nan)` in any case
+/// (what the reference parser, Python's `float()`, accepts). NaN comes back
+/// canonical.
+pub(crate) fn parse_om_number(s: &[u8]) -> Result<f64, FloatError> {
+    let rest = match s.first() {
+        Some(b'+' | b'-') => &s[1..],
+        _ => s,
+    };
+    if rest.eq_ignore_ascii_case(b"nan") {
+        return Ok(canonical_nan(f64::NAN));
+    }
+    if rest.eq_ignore_ascii_case(b"inf") || rest.eq_ignore_ascii_case(b"infinity") {
+        return Ok(if s[0] == b'-' {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        });
+    }
+    if !is_decimal(s) {
+        return Err(FloatError::Syntax);
+    }
+    // Python does not fail on overflow; an out-of-range value is simply ±inf.
+    let text = std::str::from_utf8(s).map_err(|_| FloatError::Syntax)?;
+    text.parse().map_err(|_| FloatError::Syntax)
+}
+
+/// An OpenMetrics timestamp in seconds: a decimal, never NaN or infinite.
+pub(crate) fn parse_om_timestamp(s: &[u8]) -> Result<f64, FloatError> {
+    if !is_decimal(s) {
+        return Err(FloatError::Syntax);
+    }
+    let text = std::str::from_utf8(s).map_err(|_| FloatError::Syntax)?;
+    let v: f64 = text.parse().map_err(|_| FloatError::Syntax)?;
+    if v.is_finite() {
+        Ok(v)
+    } else {
+        Err(FloatError::Range)
+    }
+}
+
+/// Seconds to milliseconds, rounded, saturating at the `i64` range (OpenMetrics
+/// allows timestamps far beyond what fits in milliseconds).
+pub(crate) fn seconds_to_ms(secs: f64) -> i64 {
+    (secs * 1000.0).round() as i64
+}
+
+/// A 0.0.4 timestamp: ASCII digits only (Prometheus 2.42's lexer has no sign),
+/// fitting in an `i64`.
+pub(crate) fn parse_ms_timestamp(s: &[u8]) -> Result<i64, FloatError> {
+    if s.is_empty() || !s.iter().all(u8::is_ascii_digit) {
+        return Err(FloatError::Syntax);
+    }
+    let mut v: i64 = 0;
+    for &b in s {
+        v = v
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(i64::from(b - b'0')))
+            .ok_or(FloatError::Range)?;
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infertel_model::NORMAL_NAN_BITS;
+
+    #[test]
+    fn go_float_accepts() {
+        for (s, v) in [
+            ("1", 1.0),
+            ("-3e3", -3000.0),
+            ("1.7560473e+07", 17560473.0),
+            ("+5", 5.0),
+            (".5", 0.5),
+            ("5.", 5.0),
+            ("08", 8.0),
+            ("1E3", 1000.0),
+            ("+Inf", f64::INFINITY),
+            ("-Inf", f64::NEG_INFINITY),
+            ("inf", f64::INFINITY),
+            ("+inf", f64::INFINITY),
+            ("-InFiNiTy", f64::NEG_INFINITY),
+            ("1e-400", 0.0),
+            ("9223372036854775794", 9223372036854775807.0),
+            ("1.7976931348623157e308", f64::MAX),
+        ] {
+            assert_eq!(parse_go_float(s.as_bytes()), Ok(v), "{s}");
+        }
+        for s in ["NaN", "nan", "nAn"] {
+            assert_eq!(
+                parse_go_float(s.as_bytes()).unwrap().to_bits(),
+                NORMAL_NAN_BITS
+            );
+        }
+    }
+
+    #[test]
+    fn go_float_rejects() {
+        for s in [
+            "", "0x1", "0X1", "0x1p-3", "0b1", "0o1", "1_2", "true", "StaleNaN", "+NaN", "-nan",
+            "infin", "1e", "1e+", "--1", "1.2.3", ".", "+", "1 ", " 1", "1\r", "١",
+        ] {
+            assert_eq!(
+                parse_go_float(s.as_bytes()),
+                Err(FloatError::Syntax),
+                "{s:?}"
+            );
+        }
+        for s in ["1e400", "-1e400", "1.8e308"] {
+            assert_eq!(parse_go_float(s.as_bytes()), Err(FloatError::Range), "{s}");
+        }
+    }
+
+    #[test]
+    fn ms_timestamps() {
+        assert_eq!(parse_ms_timestamp(b"1395066363000"), Ok(1395066363000));
+        assert_eq!(parse_ms_timestamp(b"9223372036854775807"), Ok(i64::MAX));
+        assert_eq!(
+            parse_ms_timestamp(b"9223372036854775808"),
+            Err(FloatError::Range)
+        );
+        assert_eq!(parse_ms_timestamp(b"-1"), Err(FloatError::Syntax));
+        assert_eq!(parse_ms_timestamp(b""), Err(FloatError::Syntax));
+    }
+
+    #[test]
+    fn om_timestamps_are_seconds() {
+        assert_eq!(
+            parse_om_timestamp(b"1.5e3").map(seconds_to_ms),
+            Ok(1_500_000)
+        );
+        assert_eq!(
+            parse_om_timestamp(b"12345678901234567890.1234567890").map(seconds_to_ms),
+            Ok(i64::MAX)
+        );
+        assert!(parse_om_timestamp(b"NaN").is_err());
+        assert!(parse_om_timestamp(b"Inf").is_err());
+        assert!(parse_om_timestamp(b"1_0").is_err());
+    }
+}

@@ -1,0 +1,260 @@
+//! Codec tests: byte identity with prost, round trips, snappy block format.
+
+use super::*;
+use infertel_model::{Label as ML, MetricType as MT, Sample as MS, stale_nan};
+use proptest::prelude::*;
+
+fn series(pairs: &[(&str, &str)], samples: &[(i64, f64)]) -> Series {
+    Series {
+        labels: Labels::from_pairs(pairs.iter().copied()),
+        samples: samples
+            .iter()
+            .map(|&(t, v)| MS {
+                timestamp_ms: t,
+                value: v,
+            })
+            .collect(),
+    }
+}
+
+fn meta(family: &str, kind: MT, help: &str, unit: &str) -> Metadata {
+    Metadata {
+        family: family.into(),
+        kind,
+        help: help.into(),
+        unit: unit.into(),
+    }
+}
+
+fn fixture() -> (Vec<Series>, Vec<Metadata>) {
+    let s = vec![
+        series(
+            &[
+                ("__name__", "vllm:num_requests_running"),
+                ("job", "vllm"),
+                ("model_name", "Llama-3.1-8B"),
+            ],
+            &[
+                (1_700_000_000_000, 3.0),
+                (1_700_000_001_000, 0.0),
+                (1_700_000_002_000, -0.5),
+            ],
+        ),
+        series(
+            &[("__name__", "stale"), ("instance", "10.0.0.1:9400")],
+            &[(1_700_000_000_000, stale_nan())],
+        ),
+        series(
+            &[("__name__", "inf"), ("v", "ünïcødé ✓ \"q\" \n")],
+            &[(1, f64::INFINITY), (-5, f64::NEG_INFINITY), (0, f64::NAN)],
+        ),
+        series(&[("__name__", "no_samples")], &[]),
+    ];
+    let m = vec![
+        meta(
+            "vllm:num_requests_running",
+            MT::Gauge,
+            "Number of requests running.",
+            "",
+        ),
+        meta("DCGM_FI_DEV_GPU_TEMP", MT::Unknown, "", "celsius"),
+        meta("x", MT::StateSet, "help\nwith newline", ""),
+    ];
+    (s, m)
+}
+
+fn bits(s: &[Series]) -> Vec<(Labels, Vec<(i64, u64)>)> {
+    s.iter()
+        .map(|s| {
+            (
+                s.labels.clone(),
+                s.samples
+                    .iter()
+                    .map(|x| (x.timestamp_ms, x.value.to_bits()))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn hand_encoding_is_byte_identical_to_prost() {
+    let (s, m) = fixture();
+    let mut ours = Vec::new();
+    encode_protobuf(&mut ours, &s, &m);
+    let theirs = to_write_request(&s, &m).encode_to_vec();
+    assert_eq!(ours, theirs);
+    assert_eq!(encoded_size_hint(&s, &m), ours.len());
+    assert_eq!(
+        s.iter().map(series_size).sum::<usize>() + m.iter().map(metadata_size).sum::<usize>(),
+        ours.len()
+    );
+}
+
+#[test]
+fn round_trip_preserves_bits() {
+    let (s, m) = fixture();
+    let mut enc = Encoder::new();
+    let body = enc.encode(&s, &m).to_vec();
+    let (s2, m2) = to_model(&decode(&body).unwrap());
+    assert_eq!(bits(&s2), bits(&s));
+    assert_eq!(m2, m);
+    let stale = &s2[1].samples[0];
+    assert_eq!(stale.value.to_bits(), 0x7ff0_0000_0000_0002);
+    assert_eq!(s2[2].samples[0].value, f64::INFINITY);
+    assert_eq!(s2[2].samples[1].value, f64::NEG_INFINITY);
+    assert_eq!(s2[2].samples[1].timestamp_ms, -5);
+    assert_eq!(s2[0].labels.metric_name(), "vllm:num_requests_running");
+}
+
+#[test]
+fn body_is_snappy_block_not_framed() {
+    let (s, m) = fixture();
+    let mut enc = Encoder::new();
+    let body = enc.encode(&s, &m).to_vec();
+    const FRAMED_MAGIC: [u8; 10] = [0xff, 0x06, 0x00, 0x00, 0x73, 0x4e, 0x61, 0x50, 0x50, 0x59];
+    assert!(!body.starts_with(&FRAMED_MAGIC));
+    // The block format starts with the uncompressed length as a varint.
+    assert_eq!(
+        snap::raw::decompress_len(&body).unwrap(),
+        enc.last_protobuf().len()
+    );
+}
+
+#[test]
+fn encoder_reuse_gives_same_bytes() {
+    let (s, m) = fixture();
+    let mut enc = Encoder::new();
+    let first = enc.encode(&s, &m).to_vec();
+    let _ = enc.encode(&s[..1], &[]);
+    let again = enc.encode(&s, &m).to_vec();
+    assert_eq!(first, again);
+    let empty = enc.encode(&[], &[]).to_vec();
+    assert_eq!(decode(&empty).unwrap(), WriteRequest::default());
+}
+
+#[test]
+fn empty_values_are_never_sent() {
+    // Labels cannot hold empty values, but the encoder must not rely on it.
+    let s = series(&[("__name__", "x"), ("a", "")], &[(1, 1.0)]);
+    let req = decode(Encoder::new().encode(&[s], &[])).unwrap();
+    assert_eq!(
+        req.timeseries[0].labels,
+        vec![proto::Label {
+            name: "__name__".into(),
+            value: "x".into()
+        }]
+    );
+}
+
+#[test]
+fn decode_rejects_garbage_and_bombs() {
+    assert!(matches!(
+        decode(b"\xff\xff\xff\xff\x0f"),
+        Err(DecodeError::Snappy(_)) | Err(DecodeError::TooLarge { .. })
+    ));
+    let mut big = Vec::new();
+    put_varint(&mut big, 1 << 40);
+    assert!(decode(&big).is_err());
+    let body = snap::raw::Encoder::new()
+        .compress_vec(b"\x0a\x05\x0a")
+        .unwrap();
+    assert!(matches!(decode(&body), Err(DecodeError::Protobuf(_))));
+    let body = snap::raw::Encoder::new().compress_vec(&[0u8; 100]).unwrap();
+    assert!(matches!(
+        decode_with_limit(&body, 10),
+        Err(DecodeError::TooLarge {
+            len: 100,
+            limit: 10
+        })
+    ));
+}
+
+#[test]
+fn varint_len_matches_prost() {
+    for v in [
+        0u64,
+        1,
+        127,
+        128,
+        16383,
+        16384,
+        u32::MAX as u64,
+        u64::MAX,
+        (-1i64) as u64,
+    ] {
+        assert_eq!(varint_len(v), prost::encoding::encoded_len_varint(v), "{v}");
+    }
+}
+
+#[test]
+fn native_histogram_messages_round_trip() {
+    let h = proto::Histogram {
+        count: Some(proto::histogram::Count::CountInt(10)),
+        sum: 2.5,
+        schema: -2,
+        zero_threshold: 1e-128,
+        zero_count: Some(proto::histogram::ZeroCount::ZeroCountFloat(1.0)),
+        positive_spans: vec![proto::BucketSpan {
+            offset: -3,
+            length: 2,
+        }],
+        positive_deltas: vec![4, -1],
+        reset_hint: proto::histogram::ResetHint::Gauge as i32,
+        timestamp: 1_700_000_000_000,
+        ..Default::default()
+    };
+    let req = WriteRequest {
+        timeseries: vec![TimeSeries {
+            histograms: vec![h],
+            exemplars: vec![proto::Exemplar {
+                value: 1.0,
+                timestamp: 2,
+                labels: vec![],
+            }],
+            ..Default::default()
+        }],
+        metadata: vec![],
+    };
+    assert_eq!(
+        WriteRequest::decode(req.encode_to_vec().as_slice()).unwrap(),
+        req
+    );
+}
+
+fn arb_series() -> impl Strategy<Value = Series> {
+    let label = ("[a-zA-Z_][a-zA-Z0-9_:]{0,12}", "\\PC{0,16}");
+    let sample = (any::<i64>(), any::<u64>().prop_map(f64::from_bits));
+    (
+        prop::collection::vec(label, 0..8),
+        prop::collection::vec(sample, 0..6),
+    )
+        .prop_map(|(labels, samples)| Series {
+            labels: Labels::from_vec(labels.into_iter().map(|(n, v)| ML::new(n, v)).collect()),
+            samples: samples
+                .into_iter()
+                .map(|(t, v)| MS {
+                    timestamp_ms: t,
+                    value: v,
+                })
+                .collect(),
+        })
+}
+
+proptest! {
+    #[test]
+    fn proptest_round_trip(s in prop::collection::vec(arb_series(), 0..20), help in "\\PC{0,20}") {
+        let m = vec![meta("fam", MT::Counter, &help, "seconds")];
+        let mut enc = Encoder::new();
+        let body = enc.encode(&s, &m).to_vec();
+        let reference = to_write_request(&s, &m).encode_to_vec();
+        prop_assert_eq!(enc.last_protobuf(), reference.as_slice());
+        let (s2, m2) = to_model(&decode(&body).unwrap());
+        // -0.0 is sent as "absent" (proto3 default), exactly as Prometheus does.
+        let norm = |v: &[Series]| -> Vec<(Labels, Vec<(i64, u64)>)> {
+            bits(v).into_iter().map(|(l, xs)| (l, xs.into_iter().map(|(t, b)| (t, if b == (-0.0f64).to_bits() { 0 } else { b })).collect())).collect()
+        };
+        prop_assert_eq!(norm(&s2), norm(&s));
+        prop_assert_eq!(m2, m);
+    }
+}

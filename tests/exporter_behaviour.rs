@@ -50,18 +50,24 @@ fn a_500_is_retried_and_the_batch_arrives_once() {
     targets.set("/m", TEXT_004, "# TYPE g gauge\ng{a=\"1\"} 42\n");
     let rx = RwReceiver::start(Arc::new(|i| (if i == 0 { 500 } else { 200 }, Duration::ZERO)));
     let agent = Agent::start(&agent_config(&targets.addr.to_string(), "/m", &rx.url(), "", "1s"));
-    let log = wait_until("a retried request", Duration::from_secs(20), || {
-        let r = rx.received();
-        (r.len() >= 2).then_some(r)
-    });
-    let failed: Vec<(String, i64)> = log[0].series.iter().map(|s| (s.labels.to_string(), s.samples[0].timestamp_ms)).collect();
+    let first = wait_until("the first request", Duration::from_secs(20), || rx.received().into_iter().find(|r| r.index == 0));
+    assert_eq!(first.status, 500);
+    let failed: Vec<(String, i64)> = first.series.iter().map(|s| (s.labels.to_string(), s.samples[0].timestamp_ms)).collect();
     assert!(!failed.is_empty());
+    wait_until("the failed samples to be retried", Duration::from_secs(20), || {
+        let ok = accepted(&rx.received());
+        failed.iter().all(|f| ok.contains(f)).then_some(())
+    });
+    // Give a duplicate time to show up before counting.
+    std::thread::sleep(Duration::from_millis(1500));
+    let log = rx.received();
     let ok = accepted(&log);
     for f in &failed {
         assert_eq!(ok.iter().filter(|o| *o == f).count(), 1, "sample {f:?} of the failed request must arrive exactly once");
     }
-    let retry = log[1..]
+    let retry = log
         .iter()
+        .filter(|r| r.index > 0)
         .find(|r| r.series.iter().any(|s| failed.iter().any(|f| f.0 == s.labels.to_string() && f.1 == s.samples[0].timestamp_ms)))
         .expect("the retried request");
     assert_eq!(retry.headers.get("retry-attempt").map(String::as_str), Some("1"));
@@ -79,7 +85,9 @@ fn a_400_is_not_retried_and_the_drop_is_counted() {
         let r = rx.received();
         (r.len() >= 3).then_some(r)
     });
-    let rejected: Vec<(String, i64)> = log[0].series.iter().map(|s| (s.labels.to_string(), s.samples[0].timestamp_ms)).collect();
+    let first = log.iter().find(|r| r.index == 0).expect("request 0");
+    assert_eq!(first.status, 400);
+    let rejected: Vec<(String, i64)> = first.series.iter().map(|s| (s.labels.to_string(), s.samples[0].timestamp_ms)).collect();
     let ok = accepted(&log);
     for f in &rejected {
         assert!(!ok.contains(f), "sample {f:?} of the 400 request was sent again");

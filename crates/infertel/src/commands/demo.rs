@@ -182,8 +182,8 @@ pub async fn demo(log: &LogArgs, duration: Option<String>, concurrency: f64, int
     };
     let loaded = match infertel_pipeline::load_str("embedded demo config", DEMO_CONFIG, &lookup) {
         Ok(l) => l,
-        Err(errors) => {
-            super::print_issues("error", &errors);
+        Err(refused) => {
+            super::print_issues("error", &refused.errors);
             return exit::FAILURE;
         }
     };

@@ -58,7 +58,9 @@ pub fn load_text(origin: &str, text: &str) -> Result<Loaded, u8> {
             print_issues("warning", &l.warnings);
             Ok(l)
         }
-        Err(errors) => {
+        Err(refused) => {
+            print_issues("warning", &refused.warnings);
+            let errors = refused.errors;
             print_issues("error", &errors);
             eprintln!("{origin}: invalid configuration ({} error{})", errors.len(), if errors.len() == 1 { "" } else { "s" });
             Err(exit::CONFIG)

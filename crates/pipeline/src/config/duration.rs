@@ -87,23 +87,32 @@ pub fn parse_duration(s: &str) -> Result<StdDuration, String> {
     Ok(StdDuration::from_nanos(total_ns.min(u64::MAX as u128) as u64))
 }
 
+struct DurationVisitor;
+
+impl serde::de::Visitor<'_> for DurationVisitor {
+    type Value = Duration;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a duration such as \"15s\", \"500ms\" or \"1m30s\"")
+    }
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Duration, E> {
+        parse_duration(s).map(Duration).map_err(E::custom)
+    }
+    fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Duration, E> {
+        // 0 needs no unit; any other bare number is ambiguous.
+        if n == 0 {
+            Ok(Duration(StdDuration::ZERO))
+        } else {
+            Err(E::custom(format!("ambiguous duration {n}: write a unit, e.g. \"{n}s\" or \"{n}ms\"")))
+        }
+    }
+    fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Duration, E> {
+        if n < 0 { Err(E::custom(format!("negative duration {n}"))) } else { self.visit_u64(n as u64) }
+    }
+}
+
 impl<'de> Deserialize<'de> for Duration {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Str(String),
-        }
-        match Raw::deserialize(d)? {
-            // A bare integer is taken as nanoseconds like the Collector only
-            // when 0; anything else is ambiguous and rejected.
-            Raw::Int(0) => Ok(Duration(StdDuration::ZERO)),
-            Raw::Int(n) => Err(serde::de::Error::custom(format!(
-                "ambiguous duration {n}: write a unit, e.g. \"{n}s\" or \"{n}ms\""
-            ))),
-            Raw::Str(s) => parse_duration(&s).map(Duration).map_err(serde::de::Error::custom),
-        }
+        d.deserialize_any(DurationVisitor)
     }
 }
 
@@ -135,18 +144,27 @@ pub fn parse_byte_size(s: &str) -> Result<u64, String> {
     Ok((n * mult) as u64)
 }
 
+struct SizeVisitor;
+
+impl serde::de::Visitor<'_> for SizeVisitor {
+    type Value = ByteSize;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a size in bytes such as 1048576, \"10MB\" or \"512KiB\"")
+    }
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<ByteSize, E> {
+        parse_byte_size(s).map(ByteSize).map_err(E::custom)
+    }
+    fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<ByteSize, E> {
+        Ok(ByteSize(n))
+    }
+    fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<ByteSize, E> {
+        u64::try_from(n).map(ByteSize).map_err(|_| E::custom(format!("negative size {n}")))
+    }
+}
+
 impl<'de> Deserialize<'de> for ByteSize {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Str(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Int(n) => Ok(ByteSize(n)),
-            Raw::Str(s) => parse_byte_size(&s).map(ByteSize).map_err(serde::de::Error::custom),
-        }
+        d.deserialize_any(SizeVisitor)
     }
 }
 

@@ -239,16 +239,24 @@ pub struct Loaded {
     pub warnings: Vec<ConfigIssue>,
 }
 
+/// Why a config was refused: the errors, and the warnings seen on the way
+/// (an unset environment variable often explains an error).
+#[derive(Debug)]
+pub struct Refused {
+    pub errors: Vec<ConfigIssue>,
+    pub warnings: Vec<ConfigIssue>,
+}
+
 /// Parses, expands and validates a config; `origin` names the file in messages.
-pub fn load_str(origin: &str, text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, Vec<ConfigIssue>> {
+pub fn load_str(origin: &str, text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, Refused> {
     let (expanded, mut warnings) = env::expand(origin, text, lookup);
     let config: Config = match serde_yaml::from_str(&expanded) {
         Ok(c) => c,
-        Err(e) => return Err(vec![yaml_issue(origin, &e)]),
+        Err(e) => return Err(Refused { errors: vec![yaml_issue(origin, &e)], warnings }),
     };
     let v = validate(origin, &expanded, &config);
     warnings.extend(v.warnings);
-    if v.errors.is_empty() { Ok(Loaded { config, warnings }) } else { Err(v.errors) }
+    if v.errors.is_empty() { Ok(Loaded { config, warnings }) } else { Err(Refused { errors: v.errors, warnings }) }
 }
 
 fn yaml_issue(origin: &str, e: &serde_yaml::Error) -> ConfigIssue {

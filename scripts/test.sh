@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs the whole test suite on a fresh machine: installs what the tests need
+# (Debian's prometheus, victoria-metrics, nginx, curl, openssl; Python's
+# prometheus-client for the OpenMetrics oracle cross-check), then runs every
+# test of the workspace. Tests start the real servers themselves on free
+# loopback ports and stop them by PID.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+need=()
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/usr/bin/$1" ]; }
+have prometheus       || need+=(prometheus)
+have victoria-metrics || need+=(victoria-metrics)
+have nginx            || need+=(nginx)
+have curl             || need+=(curl)
+have openssl          || need+=(openssl)
+if [ "${#need[@]}" -gt 0 ]; then
+  echo "== installing: ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  # Package scripts may try to start the services; the tests run their own
+  # instances on free ports, so that is harmless.
+  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+echo "== prometheus: $(prometheus --version 2>&1 | head -n1)"
+echo "== victoria-metrics: $(victoria-metrics -version 2>&1 | head -n1)"
+
+cargo test --workspace --locked "$@"

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: installs what the tests need
-# (Debian's prometheus, victoria-metrics, nginx, curl, openssl; Python's
-# prometheus-client for the OpenMetrics oracle cross-check), then runs every
-# test of the workspace. Tests start the real servers themselves on free
+# (Debian's prometheus, victoria-metrics, nginx, curl, openssl), then runs
+# every test of the workspace. Tests start the real servers themselves on free
 # loopback ports and stop them by PID.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -129,6 +129,9 @@ pub struct ScrapeStats {
     pub scraped: u64,
     pub post_relabel: u64,
     pub series_added: u64,
+    /// Samples not forwarded because the same series came twice (in the body,
+    /// or after metric relabeling); Prometheus keeps the first too.
+    pub duplicates: u64,
 }
 
 /// The per-target state that outlives a scrape: interned label sets and the
@@ -138,11 +141,12 @@ pub struct SeriesCache {
     hasher: std::collections::hash_map::RandomState,
     scrape_id: u64,
     last_metadata: Option<Instant>,
+    warned_duplicates: bool,
 }
 
 impl Default for SeriesCache {
     fn default() -> Self {
-        SeriesCache { entries: HashMap::new(), hasher: Default::default(), scrape_id: 0, last_metadata: None }
+        SeriesCache { entries: HashMap::new(), hasher: Default::default(), scrape_id: 0, last_metadata: None, warned_duplicates: false }
     }
 }
 
@@ -271,6 +275,7 @@ pub fn build_series(
                 Some((i, v)) => {
                     if v[i].seen == id {
                         // The same series twice in one body: Prometheus keeps the first.
+                        stats.duplicates += 1;
                         continue;
                     }
                     v[i].seen = id;
@@ -279,6 +284,7 @@ pub fn build_series(
                 }
                 None => {
                     if new_entries.iter().any(|(k, e)| *k == key && matches(e)) {
+                        stats.duplicates += 1;
                         continue;
                     }
                     let labels = finish_labels(&s.name, raw, target, job)?;
@@ -300,6 +306,7 @@ pub fn build_series(
             };
             let Some(labels) = labels else { continue };
             if check_collisions && !relabeled_seen.insert(labels.clone()) {
+                stats.duplicates += 1;
                 continue;
             }
             stats.post_relabel += 1;
@@ -539,6 +546,23 @@ impl ScrapeLoop {
                     cache.last_metadata = Some(Instant::now());
                 }
                 m.scraped.add(stats.scraped);
+                if stats.duplicates > 0 {
+                    m.telemetry
+                        .counter(
+                            "infertel_receiver_dropped_samples_total",
+                            "Scraped samples not forwarded, by reason (duplicate: the same series twice in one scrape).",
+                            &[("receiver", &m.receiver), ("job", &m.job), ("instance", &m.instance), ("reason", "duplicate")],
+                        )
+                        .add(stats.duplicates);
+                    if !cache.warned_duplicates {
+                        cache.warned_duplicates = true;
+                        tracing::warn!(
+                            receiver = %self.job.receiver, job = %m.job, instance = %m.instance,
+                            "{} samples dropped: the same series appears more than once in one scrape (the first is kept); logged once per target",
+                            stats.duplicates
+                        );
+                    }
+                }
                 (1.0, stats)
             }
             Err(e) => {
@@ -582,4 +606,136 @@ fn classify(e: &reqwest::Error) -> ScrapeFailure {
         "http"
     };
     fail(reason, msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infertel_model::is_stale_nan;
+    use infertel_relabel::RelabelConfig;
+
+    fn target() -> Target {
+        let labels = Labels::from_pairs([("job", "j"), ("instance", "h:1")]);
+        Target { all_labels: labels.clone(), labels, url: "http://h:1/metrics".into(), interval: Duration::from_secs(1), timeout: Duration::from_secs(1) }
+    }
+
+    fn job(metric_relabel: &str) -> JobSettings {
+        let rc: Vec<RelabelConfig> = if metric_relabel.is_empty() { vec![] } else { serde_yaml::from_str(metric_relabel).unwrap() };
+        JobSettings {
+            receiver: "prometheus".into(),
+            honor_labels: false,
+            honor_timestamps: true,
+            sample_limit: 0,
+            label_limit: 0,
+            label_name_length_limit: 0,
+            label_value_length_limit: 0,
+            body_size_limit: 0,
+            metric_relabel: Relabeler::new(&rc).unwrap(),
+            external_labels: vec![],
+            auth: ScrapeAuth::None,
+        }
+    }
+
+    fn scrape(body: &str, ts: i64, job: &JobSettings, cache: &mut SeriesCache) -> Result<(Vec<Series>, ScrapeStats), ScrapeFailure> {
+        let mut out = Vec::new();
+        let mut md = Vec::new();
+        build_series(body.as_bytes(), None, ts, &target(), job, cache, &mut out, &mut md, false).map(|s| (out, s))
+    }
+
+    fn names(v: &[Series]) -> Vec<String> {
+        v.iter().map(|s| s.labels.to_string()).collect()
+    }
+
+    #[test]
+    fn vanished_series_get_one_stale_marker() {
+        let (j, mut c) = (job(""), SeriesCache::default());
+        let (out, st) = scrape("a 1\nb 2\n", 1000, &j, &mut c).unwrap();
+        assert_eq!(out.len(), 2);
+        assert_eq!(st.series_added, 2);
+        let (out, st) = scrape("a 1\n", 2000, &j, &mut c).unwrap();
+        assert_eq!(st.series_added, 0);
+        let stale: Vec<_> = out.iter().filter(|s| is_stale_nan(s.samples[0].value)).collect();
+        assert_eq!(stale.len(), 1);
+        assert_eq!(stale[0].labels.metric_name(), "b");
+        assert_eq!(stale[0].samples[0].timestamp_ms, 2000);
+        // Only once.
+        let (out, _) = scrape("a 1\n", 3000, &j, &mut c).unwrap();
+        assert!(!out.iter().any(|s| is_stale_nan(s.samples[0].value)));
+    }
+
+    #[test]
+    fn a_failed_scrape_forwards_nothing_and_marks_everything_stale() {
+        let (j, mut c) = (job(""), SeriesCache::default());
+        scrape("a 1\nb 2\n", 1000, &j, &mut c).unwrap();
+        let e = scrape("a 1\nb{ 2\n", 2000, &j, &mut c).unwrap_err();
+        assert_eq!(e.reason, "parse");
+        let stale = c.stale_all(2000);
+        assert_eq!(stale.len(), 2, "the failed scrape left the cache as it was");
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn duplicates_keep_the_first_and_are_counted() {
+        let (j, mut c) = (job(""), SeriesCache::default());
+        let (out, st) = scrape("a{x=\"1\"} 1\na{x=\"1\"} 2\n", 1000, &j, &mut c).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].samples[0].value, 1.0);
+        assert_eq!(st.duplicates, 1);
+        // Two series that metric relabeling makes identical.
+        let j = job("- {regex: x, action: labeldrop}");
+        let (out, st) = scrape("a{x=\"1\"} 1\na{x=\"2\"} 2\n", 1000, &j, &mut SeriesCache::default()).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(st.duplicates, 1);
+    }
+
+    #[test]
+    fn explicit_timestamps_are_honoured_and_get_no_stale_marker() {
+        let (j, mut c) = (job(""), SeriesCache::default());
+        let (out, _) = scrape("a 1 12345\n", 1000, &j, &mut c).unwrap();
+        assert_eq!(out[0].samples[0].timestamp_ms, 12345);
+        let (out, _) = scrape("", 2000, &j, &mut c).unwrap();
+        assert!(out.is_empty(), "no stale marker for a series with its own timestamp");
+        let mut j = job("");
+        j.honor_timestamps = false;
+        let (out, _) = scrape("a 1 12345\n", 1000, &j, &mut SeriesCache::default()).unwrap();
+        assert_eq!(out[0].samples[0].timestamp_ms, 1000);
+    }
+
+    #[test]
+    fn limits_fail_the_scrape() {
+        let mut j = job("");
+        j.sample_limit = 1;
+        assert_eq!(scrape("a 1\nb 1\n", 1, &j, &mut SeriesCache::default()).unwrap_err().reason, "sample_limit");
+        let mut j = job("");
+        j.label_limit = 2;
+        assert_eq!(scrape("a{x=\"1\"} 1\n", 1, &j, &mut SeriesCache::default()).unwrap_err().reason, "label_limit", "x + job + instance = 3 labels");
+        let mut j = job("");
+        j.label_value_length_limit = 3;
+        assert_eq!(scrape("a{x=\"long\"} 1\n", 1, &j, &mut SeriesCache::default()).unwrap_err().reason, "label_limit");
+    }
+
+    #[test]
+    fn target_labels_win_and_scraped_ones_are_exported() {
+        let (j, mut c) = (job(""), SeriesCache::default());
+        let (out, _) = scrape("a{job=\"orig\",exported_job=\"x\"} 1\n", 1, &j, &mut c).unwrap();
+        assert_eq!(names(&out), [r#"a{exported_exported_job="orig",exported_job="x",instance="h:1",job="j"}"#]);
+        let mut j = job("");
+        j.honor_labels = true;
+        let (out, _) = scrape("a{job=\"orig\"} 1\n", 1, &j, &mut SeriesCache::default()).unwrap();
+        assert_eq!(names(&out), [r#"a{instance="h:1",job="orig"}"#]);
+    }
+
+    #[test]
+    fn metric_relabel_removing_the_name_fails_the_scrape() {
+        let j = job("- {regex: __name__, action: labeldrop}");
+        assert_eq!(scrape("a 1\n", 1, &j, &mut SeriesCache::default()).unwrap_err().reason, "invalid_labels");
+    }
+
+    #[test]
+    fn label_sets_are_interned_across_scrapes() {
+        let (j, mut c) = (job(""), SeriesCache::default());
+        let (a, _) = scrape("a{x=\"1\"} 1\n", 1, &j, &mut c).unwrap();
+        let (b, _) = scrape("a{x=\"1\"} 2\n", 2, &j, &mut c).unwrap();
+        assert!(std::ptr::eq(a[0].labels.as_slice(), b[0].labels.as_slice()), "the second scrape reuses the first's Labels");
+    }
 }

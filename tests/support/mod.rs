@@ -4,6 +4,8 @@
 //! as a child process.
 #![allow(dead_code)]
 
+pub mod nginx;
+
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};

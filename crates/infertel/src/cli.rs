@@ -15,9 +15,9 @@ pub struct Cli {
 
 #[derive(Args, Debug, Clone)]
 pub struct LogArgs {
-    /// Log format.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
+    /// Log format [default: service.telemetry.logs.encoding, else text].
+    #[arg(long, global = true, value_enum)]
+    pub log_format: Option<LogFormat>,
     /// Log level or filter (e.g. `info`, `debug`, `infertel_pipeline=debug`); overrides RUST_LOG.
     #[arg(long, global = true)]
     pub log_level: Option<String>,

@@ -5,14 +5,17 @@
 use crate::cli::{LogArgs, LogFormat};
 use tracing_subscriber::EnvFilter;
 
-pub fn init(args: &LogArgs, default_level: &str) {
+/// `default_level` and `default_json` come from the config (or the command's
+/// own default); the command line wins.
+pub fn init(args: &LogArgs, default_level: &str, default_json: bool) {
     let filter = match &args.log_level {
         Some(l) => EnvFilter::try_new(l).unwrap_or_else(|_| EnvFilter::new(default_level)),
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)),
     };
     let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    let _ = match args.log_format {
-        LogFormat::Json => b.json().flatten_event(true).try_init(),
-        LogFormat::Text => b.try_init(),
+    let json = match args.log_format {
+        Some(f) => f == LogFormat::Json,
+        None => default_json,
     };
+    let _ = if json { b.json().flatten_event(true).try_init() } else { b.try_init() };
 }

@@ -150,7 +150,7 @@ fn render(v: &View, elapsed: Duration, rate: f64, telemetry_addr: &str) -> Strin
 }
 
 pub async fn demo(log: &LogArgs, duration: Option<String>, concurrency: f64, interval: String) -> u8 {
-    crate::logging::init(log, "warn");
+    crate::logging::init(log, "warn", false);
     let stop_after = match duration.as_deref().map(parse_duration).transpose() {
         Ok(d) => d,
         Err(e) => {

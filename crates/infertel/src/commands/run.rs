@@ -11,7 +11,8 @@ pub async fn run(log: &LogArgs, path: &Path) -> u8 {
         Ok(l) => l,
         Err(code) => return code,
     };
-    crate::logging::init(log, &loaded.config.service.telemetry.logs.level);
+    let logs = &loaded.config.service.telemetry.logs;
+    crate::logging::init(log, &logs.level, logs.encoding == "json");
     let service = match Service::build(loaded.config, Telemetry::new(), None) {
         Ok(s) => s,
         Err(e) => {

@@ -6,7 +6,7 @@ use infertel_simulator::{serve, SimConfig};
 use std::net::SocketAddr;
 
 pub async fn simulate(log: &LogArgs, vllm: SocketAddr, dcgm: SocketAddr, concurrency: f64, capacity: f64, model: Option<String>, seed: u64) -> u8 {
-    crate::logging::init(log, "info");
+    crate::logging::init(log, "info", false);
     let mut cfg = SimConfig { concurrency, capacity, seed, ..SimConfig::default() };
     if let Some(m) = model {
         cfg.model_name = m;

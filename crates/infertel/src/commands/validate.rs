@@ -7,7 +7,7 @@ use infertel_pipeline::{Service, Telemetry};
 use std::path::Path;
 
 pub fn validate(log: &LogArgs, path: &Path) -> u8 {
-    crate::logging::init(log, "warn");
+    crate::logging::init(log, "warn", false);
     let loaded = match super::load_file(path) {
         Ok(l) => l,
         Err(code) => return code,

@@ -1,26 +1,48 @@
 //! `${env:VAR}`, `${env:VAR:-default}`, `${VAR}` and the `$$` escape, expanded
 //! in the file's text before YAML parsing (so positions in error messages are
 //! the user's). A variable that is not set expands to "" with a warning, as
-//! in the Collector; `$` followed by anything else (`$1` in relabel
-//! replacements) is kept as written.
+//! in the Collector. Kept as written: `$` followed by anything else, `${1}`
+//! (a relabel group reference in a pasted Prometheus config: environment
+//! variable names never start with a digit), and everything inside YAML
+//! comments (the Collector expands values only).
 
 use super::ConfigIssue;
+
+/// Byte offset where a YAML comment starts on `line`, if any: a `#` at the
+/// start or after whitespace, outside quotes.
+fn comment_start(line: &str) -> Option<usize> {
+    let b = line.as_bytes();
+    let (mut single, mut double) = (false, false);
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' if double => i += 1,
+            b'"' if !single => double = !double,
+            b'\'' if !double => single = !single,
+            b'#' if !single && !double && (i == 0 || b[i - 1] == b' ' || b[i - 1] == b'\t') => return Some(i),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
 
 pub fn expand(origin: &str, text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> (String, Vec<ConfigIssue>) {
     let mut out = String::with_capacity(text.len());
     let mut warnings = Vec::new();
-    let mut line = 1usize;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let (value, comment) = line.split_at(comment_start(line).unwrap_or(line.len()));
+        expand_line(origin, value, i + 1, lookup, &mut out, &mut warnings);
+        out.push_str(comment);
+    }
+    (out, warnings)
+}
+
+fn expand_line(origin: &str, text: &str, line: usize, lookup: &dyn Fn(&str) -> Option<String>, out: &mut String, warnings: &mut Vec<ConfigIssue>) {
     let mut col = 1usize;
     let mut rest = text;
     while let Some(pos) = rest.find('$') {
-        for c in rest[..pos].chars() {
-            if c == '\n' {
-                line += 1;
-                col = 1;
-            } else {
-                col += 1;
-            }
-        }
+        col += rest[..pos].chars().count();
         out.push_str(&rest[..pos]);
         let tail = &rest[pos..];
         if tail.starts_with("$$") {
@@ -37,7 +59,9 @@ pub fn expand(origin: &str, text: &str, lookup: &dyn Fn(&str) -> Option<String>)
                     Some((n, d)) => (n, Some(d)),
                     None => (spec, None),
                 };
-                let valid = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+                let valid = !name.is_empty()
+                    && !name.as_bytes()[0].is_ascii_digit()
+                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
                 if valid && (inner.starts_with("env:") || !inner.contains(':')) {
                     match (lookup(name), default) {
                         (Some(v), None) => out.push_str(&v),
@@ -62,7 +86,6 @@ pub fn expand(origin: &str, text: &str, lookup: &dyn Fn(&str) -> Option<String>)
         rest = &tail[1..];
     }
     out.push_str(rest);
-    (out, warnings)
 }
 
 #[cfg(test)]
@@ -82,6 +105,13 @@ mod tests {
         let (s, w) = expand("f", "a: ${env:KEY}\nb: ${KEY}\nc: ${env:NOPE:-dflt}\nd: $$HOME\ne: $1\nf: ${env:EMPTY:-x}", &env);
         assert_eq!(s, "a: s3cret\nb: s3cret\nc: dflt\nd: $HOME\ne: $1\nf: x");
         assert!(w.is_empty());
+    }
+
+    #[test]
+    fn group_references_and_comments_are_kept() {
+        let (s, w) = expand("f", "r: '${1}:9100' # ${env:KEY} $$ ${NOPE}\nq: \"a # ${env:KEY}\" # x\n", &env);
+        assert_eq!(s, "r: '${1}:9100' # ${env:KEY} $$ ${NOPE}\nq: \"a # s3cret\" # x\n");
+        assert!(w.is_empty(), "{w:?}");
     }
 
     #[test]

@@ -426,6 +426,25 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
     for (id, c) in &cfg.extensions.0 {
         component_errors("extensions", id, c.validate());
     }
+    let logs = &cfg.service.telemetry.logs;
+    if !matches!(logs.encoding.as_str(), "console" | "json") {
+        v.errors.push(ConfigIssue {
+            origin: origin.into(),
+            line: None,
+            column: None,
+            path: "service.telemetry.logs.encoding".into(),
+            message: format!("{:?} is not a log encoding (use console or json)", logs.encoding),
+        });
+    }
+    if !matches!(logs.level.to_ascii_lowercase().as_str(), "trace" | "debug" | "info" | "warn" | "error") {
+        v.errors.push(ConfigIssue {
+            origin: origin.into(),
+            line: None,
+            column: None,
+            path: "service.telemetry.logs.level".into(),
+            message: format!("{:?} is not a log level (use debug, info, warn or error)", logs.level),
+        });
+    }
     if let Err(m) = cfg.service.telemetry.metrics.socket_addr() {
         v.errors.push(ConfigIssue { origin: origin.into(), line: None, column: None, path: String::new(), message: m });
     }

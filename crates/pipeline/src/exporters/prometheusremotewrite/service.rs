@@ -34,9 +34,13 @@ pub struct RemoteWriteService {
     send_duration: Arc<Histogram>,
 }
 
-/// The response body, shortened for a log line.
+/// The response body, shortened for a log line and kept on that line:
+/// proxies answer with multi-line HTML (nginx's 401/403 pages), and a
+/// newline would split the log record, leaving its fields (exporter,
+/// endpoint, status) on a later line than the message.
 fn snippet(body: &str) -> String {
-    let t = body.trim();
+    let t = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    let t = t.as_str();
     if t.len() <= 512 {
         return t.to_string();
     }
@@ -162,5 +166,19 @@ impl RemoteWriteService {
             }
             tokio::time::sleep(wait).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::snippet;
+
+    #[test]
+    fn snippet_is_one_line_and_bounded() {
+        let html = "<html>\r\n<head><title>401 Authorization Required</title></head>\n<body>\n</body>\n</html>\n";
+        assert_eq!(snippet(html), "<html> <head><title>401 Authorization Required</title></head> <body> </body> </html>");
+        let long = "é".repeat(400);
+        let s = snippet(&long);
+        assert!(s.ends_with('…') && s.len() <= 512 + '…'.len_utf8(), "{}", s.len());
     }
 }

@@ -178,3 +178,46 @@ fn a_vanished_series_ends_with_a_stale_marker() {
     assert_eq!(stale, vec![0x7ff0_0000_0000_0002], "exactly one stale marker, bit for bit");
     let _ = BTreeMap::<(), ()>::new();
 }
+
+#[test]
+fn a_target_removed_from_file_sd_goes_stale() {
+    let targets = Targets::start();
+    targets.set("/a", TEXT_004, "# TYPE from_a gauge\nfrom_a 1\n");
+    targets.set("/b", TEXT_004, "# TYPE from_b gauge\nfrom_b 2\n");
+    let sd = tempfile::tempdir().unwrap();
+    let file = sd.path().join("targets.json");
+    // A label tells the two targets apart: with the same job and instance
+    // they would share one `up` series (in Prometheus too).
+    let group = |p: &str| format!(r#"{{"targets": ["{}"], "labels": {{"__metrics_path__": "{p}", "path": "{p}"}}}}"#, targets.addr);
+    std::fs::write(&file, format!("[{}, {}]", group("/a"), group("/b"))).unwrap();
+    let prom = Prometheus::start("");
+    let cfg = format!(
+        r#"
+receivers:
+  prometheus:
+    config:
+      global: {{scrape_interval: 500ms, scrape_timeout: 500ms}}
+      scrape_configs:
+        - job_name: sd
+          file_sd_configs: [{{files: ['{}'], refresh_interval: 1s}}]
+exporters:
+  prometheusremotewrite: {{endpoint: {}}}
+service:
+  pipelines:
+    metrics: {{receivers: [prometheus], exporters: [prometheusremotewrite]}}
+  telemetry: {{metrics: {{address: "{{{{TELEMETRY}}}}"}}}}
+"#,
+        file.display(),
+        prom.write_url()
+    );
+    let _agent = Agent::start(&cfg);
+    wait_until("both targets in Prometheus", Duration::from_secs(20), || {
+        (!prom.query("from_a").is_empty() && !prom.query("from_b").is_empty()).then_some(())
+    });
+    std::fs::write(&file, format!("[{}]", group("/a"))).unwrap();
+    // The removed target's series and its up end at once (stale markers),
+    // the other target keeps going.
+    wait_until("from_b to end", Duration::from_secs(20), || prom.query("from_b").is_empty().then_some(()));
+    assert_eq!(prom.query(r#"up{job="sd"}"#).len(), 1, "only the remaining target's up is current");
+    assert!(!prom.query("from_a").is_empty());
+}

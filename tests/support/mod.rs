@@ -348,13 +348,32 @@ impl Agent {
 
     /// Sum of the agent's own metric `name` over series whose labels contain all of `filter`.
     pub fn self_metric(&self, name: &str, filter: &[(&str, &str)]) -> f64 {
+        self.self_metrics().sum(name, filter)
+    }
+
+    /// One read of the agent's own metrics, for comparing several values
+    /// taken at the same moment.
+    pub fn self_metrics(&self) -> SelfMetrics {
         let (_, body) = http_get(&self.metrics_url()).unwrap_or((0, String::new()));
         let exp = infertel_exposition::parse(body.as_bytes(), infertel_exposition::Format::PrometheusText).expect("self-metrics parse");
-        exp.samples
+        SelfMetrics(
+            exp.samples
+                .iter()
+                .map(|s| (s.name.to_string(), exp.labels(s).iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), s.value))
+                .collect(),
+        )
+    }
+}
+
+/// A snapshot of the agent's own metrics.
+pub struct SelfMetrics(pub Vec<(String, BTreeMap<String, String>, f64)>);
+
+impl SelfMetrics {
+    pub fn sum(&self, name: &str, filter: &[(&str, &str)]) -> f64 {
+        self.0
             .iter()
-            .filter(|s| s.name == name)
-            .filter(|s| filter.iter().all(|(k, v)| exp.labels(s).iter().any(|(a, b)| a == k && b == v)))
-            .map(|s| s.value)
+            .filter(|(n, l, _)| n == name && filter.iter().all(|(k, v)| l.get(*k).is_some_and(|x| x == v)))
+            .map(|(_, _, v)| v)
             .sum()
     }
 }

@@ -327,7 +327,7 @@ fn a_gzip_compressed_scrape_decodes_to_the_exact_values() {
         f64::MAX,
         f64::MIN_POSITIVE,
         -2.5,
-        123456789.123456789,
+        123_456_789.123_456_79,
         f64::INFINITY,
         f64::NEG_INFINITY,
         -0.0,

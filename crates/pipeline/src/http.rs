@@ -113,11 +113,10 @@ pub fn build_client(tls: &TlsSettings, timeout: Option<Duration>) -> Result<reqw
         .user_agent(user_agent())
         .tls_backend_preconfigured(tls.client_config()?)
         .pool_idle_timeout(Duration::from_secs(90));
-    if let Some(t) = timeout {
-        if !t.is_zero() {
+    if let Some(t) = timeout
+        && !t.is_zero() {
             b = b.timeout(t);
         }
-    }
     b.build().map_err(|e| format!("HTTP client: {e}"))
 }
 

@@ -32,11 +32,10 @@ pub async fn serve(service: Service) -> u8 {
             return exit::FAILURE;
         }
     };
-    if let Some(l) = &listener {
-        if let Ok(a) = l.local_addr() {
+    if let Some(l) = &listener
+        && let Ok(a) = l.local_addr() {
             tracing::info!("self-metrics at http://{a}/metrics");
         }
-    }
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "infertel started");
     let (tx, rx) = watch::channel(false);
     let task = tokio::spawn(service.run(listener, rx));

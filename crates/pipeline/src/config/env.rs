@@ -45,14 +45,14 @@ fn expand_line(origin: &str, text: &str, line: usize, lookup: &dyn Fn(&str) -> O
         col += rest[..pos].chars().count();
         out.push_str(&rest[..pos]);
         let tail = &rest[pos..];
-        if tail.starts_with("$$") {
+        if let Some(after) = tail.strip_prefix("$$") {
             out.push('$');
-            rest = &tail[2..];
+            rest = after;
             col += 2;
             continue;
         }
-        if tail.starts_with("${") {
-            if let Some(end) = tail.find('}') {
+        if tail.starts_with("${")
+            && let Some(end) = tail.find('}') {
                 let inner = &tail[2..end];
                 let spec = inner.strip_prefix("env:").unwrap_or(inner);
                 let (name, default) = match spec.split_once(":-") {
@@ -80,7 +80,6 @@ fn expand_line(origin: &str, text: &str, line: usize, lookup: &dyn Fn(&str) -> O
                     continue;
                 }
             }
-        }
         out.push('$');
         col += 1;
         rest = &tail[1..];

@@ -151,16 +151,12 @@ pub struct PipelineConfig {
 
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields, default)]
+#[derive(Default)]
 pub struct TelemetryConfig {
     pub metrics: TelemetryMetricsConfig,
     pub logs: TelemetryLogsConfig,
 }
 
-impl Default for TelemetryConfig {
-    fn default() -> Self {
-        TelemetryConfig { metrics: TelemetryMetricsConfig::default(), logs: TelemetryLogsConfig::default() }
-    }
-}
 
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields, default)]
@@ -339,7 +335,8 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
         if p.exporters.is_empty() {
             v.errors.push(issue(path.clone(), "must have at least one exporter".into(), pname));
         }
-        let sections: [(&str, &Vec<String>, &dyn Fn(&ComponentId) -> bool); 3] = [
+        type Section<'a> = (&'a str, &'a Vec<String>, &'a dyn Fn(&ComponentId) -> bool);
+        let sections: [Section; 3] = [
             ("receivers", &p.receivers, &|id| cfg.receivers.get(id).is_some()),
             ("processors", &p.processors, &|id| cfg.processors.get(id).is_some()),
             ("exporters", &p.exporters, &|id| cfg.exporters.get(id).is_some()),

@@ -8,6 +8,8 @@ pub mod shared;
 use crate::config::{or_default, ComponentKind};
 use serde::Deserializer;
 
+// Built once from the file; the size difference between variants is irrelevant.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum ExporterConfig {
     PrometheusRemoteWrite(prometheusremotewrite::config::RemoteWriteConfig),

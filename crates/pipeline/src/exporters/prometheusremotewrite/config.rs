@@ -45,11 +45,10 @@ fn default_max_batch() -> ByteSize {
 
 impl RemoteWriteConfig {
     pub fn validate(&self) -> Result<(), String> {
-        if let Some((_, after)) = self.endpoint.split_once("://") {
-            if after.is_empty() || after.starts_with('/') {
+        if let Some((_, after)) = self.endpoint.split_once("://")
+            && (after.is_empty() || after.starts_with('/')) {
                 return Err(format!("endpoint {:?}: no host (is an environment variable in it empty?)", self.endpoint));
             }
-        }
         let url = url::Url::parse(&self.endpoint).map_err(|e| format!("endpoint {:?}: {e}", self.endpoint))?;
         if url.scheme() != "http" && url.scheme() != "https" {
             return Err(format!("endpoint {:?}: scheme must be http or https", self.endpoint));

@@ -215,11 +215,10 @@ impl ScrapeConfig {
         if self.bearer_token.is_some() && self.bearer_token_file.is_some() {
             return Err(format!("job {job:?}: at most one of bearer_token and bearer_token_file may be set"));
         }
-        if let Some(b) = &self.basic_auth {
-            if b.password.is_some() && b.password_file.is_some() {
+        if let Some(b) = &self.basic_auth
+            && b.password.is_some() && b.password_file.is_some() {
                 return Err(format!("job {job:?}: basic_auth: at most one of password and password_file may be set"));
             }
-        }
         if let Some(a) = &self.authorization {
             if a.credentials.is_some() && a.credentials_file.is_some() {
                 return Err(format!("job {job:?}: authorization: at most one of credentials and credentials_file may be set"));

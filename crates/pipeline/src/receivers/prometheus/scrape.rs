@@ -136,6 +136,7 @@ pub struct ScrapeStats {
 
 /// The per-target state that outlives a scrape: interned label sets and the
 /// series seen on the last successful scrape.
+#[derive(Default)]
 pub struct SeriesCache {
     entries: HashMap<u64, Vec<CacheEntry>>,
     hasher: std::collections::hash_map::RandomState,
@@ -144,11 +145,6 @@ pub struct SeriesCache {
     warned_duplicates: bool,
 }
 
-impl Default for SeriesCache {
-    fn default() -> Self {
-        SeriesCache { entries: HashMap::new(), hasher: Default::default(), scrape_id: 0, last_metadata: None, warned_duplicates: false }
-    }
-}
 
 impl SeriesCache {
     pub fn len(&self) -> usize {
@@ -236,6 +232,8 @@ fn add_external(v: &mut Vec<Label>, external: &[Label]) {
 
 /// Turns a parsed body into series, updating the cache. On error the cache
 /// is left as before the scrape (the caller then marks everything stale).
+// The scrape's inputs and its two output buffers (reused across scrapes).
+#[allow(clippy::too_many_arguments)]
 pub fn build_series(
     body: &[u8],
     content_type: Option<&str>,
@@ -271,7 +269,7 @@ pub fn build_series(
             };
             let explicit_ts = job.honor_timestamps && s.timestamp_ms.is_some();
             let sample_ts = if explicit_ts { s.timestamp_ms.unwrap_or(ts) } else { ts };
-            let labels: Option<Labels> = match cache.entries.get_mut(&key).and_then(|v| v.iter().position(|e| matches(e)).map(|i| (i, v))) {
+            let labels: Option<Labels> = match cache.entries.get_mut(&key).and_then(|v| v.iter().position(&matches).map(|i| (i, v))) {
                 Some((i, v)) => {
                     if v[i].seen == id {
                         // The same series twice in one body: Prometheus keeps the first.
@@ -331,11 +329,10 @@ pub fn build_series(
     let prev = cache.scrape_id;
     for v in cache.entries.values_mut() {
         v.retain(|e| {
-            if e.seen == prev && e.track_staleness {
-                if let Some(l) = &e.out {
+            if e.seen == prev && e.track_staleness
+                && let Some(l) = &e.out {
                     out.push(Series { labels: l.clone(), samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }] });
                 }
-            }
             e.seen == id
         });
     }

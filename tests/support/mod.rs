@@ -266,6 +266,7 @@ pub struct Page {
 pub struct Targets {
     pub addr: SocketAddr,
     pages: Arc<Mutex<BTreeMap<String, Page>>>,
+    delays: Arc<Mutex<BTreeMap<String, Duration>>>,
     hits: Arc<Mutex<BTreeMap<String, u64>>>,
     _rt: std::thread::JoinHandle<()>,
 }
@@ -274,19 +275,24 @@ impl Targets {
     pub fn start() -> Targets {
         let pages: Arc<Mutex<BTreeMap<String, Page>>> = Arc::default();
         let hits: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
+        let delays: Arc<Mutex<BTreeMap<String, Duration>>> = Arc::default();
         let std_listener = TcpListener::bind("127.0.0.1:0").expect("bind targets");
         std_listener.set_nonblocking(true).expect("nonblocking");
         let addr = std_listener.local_addr().expect("addr");
-        let (p, h) = (pages.clone(), hits.clone());
+        let (p, h, d) = (pages.clone(), hits.clone(), delays.clone());
         let rt = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
                 let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
-                    let (p, h) = (p.clone(), h.clone());
+                    let (p, h, d) = (p.clone(), h.clone(), d.clone());
                     async move {
                         let path = uri.path().to_string();
                         *h.lock().unwrap().entry(path.clone()).or_default() += 1;
+                        let delay = d.lock().unwrap().get(&path).copied();
+                        if let Some(delay) = delay {
+                            tokio::time::sleep(delay).await;
+                        }
                         match p.lock().unwrap().get(&path).cloned() {
                             Some(page) => axum::response::Response::builder()
                                 .header("content-type", page.content_type)
@@ -299,7 +305,12 @@ impl Targets {
                 let _ = axum::serve(listener, app).await;
             });
         });
-        Targets { addr, pages, hits, _rt: rt }
+        Targets { addr, pages, delays, hits, _rt: rt }
+    }
+
+    /// Makes `path` answer only after `delay`.
+    pub fn set_delay(&self, path: &str, delay: Duration) {
+        self.delays.lock().unwrap().insert(path.into(), delay);
     }
 
     pub fn set(&self, path: &str, content_type: &str, body: impl Into<Vec<u8>>) {

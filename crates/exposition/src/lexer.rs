@@ -3,32 +3,62 @@
 
 use std::borrow::Cow;
 
+// One table lookup per byte instead of a chain of range compares: name
+// scanning runs over every byte of every series.
+const METRIC_START: u8 = 1;
+const METRIC_CHAR: u8 = 2;
+const LABEL_START: u8 = 4;
+const LABEL_CHAR: u8 = 8;
+
+const CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0usize;
+    while b < 256 {
+        let c = b as u8;
+        let alpha = c.is_ascii_alphabetic();
+        let digit = c.is_ascii_digit();
+        let mut v = 0;
+        if alpha || c == b'_' || c == b':' {
+            v |= METRIC_START | METRIC_CHAR;
+        }
+        if digit {
+            v |= METRIC_CHAR | LABEL_CHAR;
+        }
+        if alpha || c == b'_' {
+            v |= LABEL_START | LABEL_CHAR;
+        }
+        t[b] = v;
+        b += 1;
+    }
+    t
+};
+
 /// `[a-zA-Z_:]`: first character of a metric name.
 pub(crate) fn is_metric_start(b: u8) -> bool {
-    b.is_ascii_alphabetic() || b == b'_' || b == b':'
+    CLASS[b as usize] & METRIC_START != 0
 }
 
 /// `[a-zA-Z0-9_:]`.
 pub(crate) fn is_metric_char(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b':'
+    CLASS[b as usize] & METRIC_CHAR != 0
 }
 
 /// `[a-zA-Z_]`: first character of a label name (no colon, unlike metric names).
 pub(crate) fn is_label_start(b: u8) -> bool {
-    b.is_ascii_alphabetic() || b == b'_'
+    CLASS[b as usize] & LABEL_START != 0
 }
 
 /// `[a-zA-Z0-9_]`.
 pub(crate) fn is_label_char(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
+    CLASS[b as usize] & LABEL_CHAR != 0
 }
 
 /// End of the run of bytes from `pos` matching `f`.
-pub(crate) fn scan_while(buf: &[u8], mut pos: usize, f: impl Fn(u8) -> bool) -> usize {
-    while buf.get(pos).is_some_and(|&b| f(b)) {
-        pos += 1;
+pub(crate) fn scan_while(buf: &[u8], pos: usize, f: impl Fn(u8) -> bool) -> usize {
+    match buf.get(pos..) {
+        Some(rest) => pos + rest.iter().position(|&b| !f(b)).unwrap_or(rest.len()),
+        None => pos,
     }
-    pos
 }
 
 /// End of a legacy metric name starting at `pos` (`pos` itself when there is none).
@@ -72,9 +102,13 @@ pub(crate) fn scan_quoted(buf: &[u8], pos: usize, allow_newline: bool) -> Result
     let mut escaped = false;
     let mut newlines = 0;
     loop {
-        match buf.get(i) {
-            None => return Err(i),
-            Some(b'"') => {
+        // Jump to the next byte that matters; label values are mostly plain.
+        match memchr::memchr3(b'"', b'\\', b'\n', &buf[i..]) {
+            None => return Err(buf.len()),
+            Some(off) => i += off,
+        }
+        match buf[i] {
+            b'"' => {
                 return Ok(Quoted {
                     start,
                     end: i,
@@ -83,7 +117,7 @@ pub(crate) fn scan_quoted(buf: &[u8], pos: usize, allow_newline: bool) -> Result
                     newlines,
                 });
             }
-            Some(b'\\') => {
+            b'\\' => {
                 escaped = true;
                 match buf.get(i + 1) {
                     None => return Err(i + 1),
@@ -91,12 +125,11 @@ pub(crate) fn scan_quoted(buf: &[u8], pos: usize, allow_newline: bool) -> Result
                     Some(_) => i += 2,
                 }
             }
-            Some(b'\n') if !allow_newline => return Err(i),
-            Some(b'\n') => {
+            _ if !allow_newline => return Err(i),
+            _ => {
                 newlines += 1;
                 i += 1;
             }
-            Some(_) => i += 1,
         }
     }
 }
@@ -164,5 +197,21 @@ mod tests {
         assert_eq!(scan_quoted(b"\"a\nb\"", 0, true).unwrap().newlines, 1);
         assert!(scan_quoted(b"\"a\\\nb\"", 0, true).is_err());
         assert!(scan_quoted(b"\"a\\", 0, true).is_err());
+    }
+}
+
+#[cfg(test)]
+mod class_tests {
+    use super::*;
+
+    #[test]
+    fn classes_match_the_grammar() {
+        for b in 0..=255u8 {
+            let (a, d) = (b.is_ascii_alphabetic(), b.is_ascii_digit());
+            assert_eq!(is_metric_start(b), a || b == b'_' || b == b':', "{b}");
+            assert_eq!(is_metric_char(b), a || d || b == b'_' || b == b':', "{b}");
+            assert_eq!(is_label_start(b), a || b == b'_', "{b}");
+            assert_eq!(is_label_char(b), a || d || b == b'_', "{b}");
+        }
     }
 }

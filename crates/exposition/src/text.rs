@@ -32,14 +32,25 @@ use crate::lexer::{is_metric_start, scan_label_name, scan_metric_name, scan_quot
 use crate::{Exposition, Family, Label, ParsedSample};
 
 pub(crate) fn parse(body: &[u8]) -> Result<Exposition<'_>, ParseError> {
+    // One validation pass over the whole body (fast on ASCII) instead of one
+    // per token; tokens then are slices of a `str` (their boundaries are
+    // ASCII bytes, so always char boundaries). An invalid body falls back to
+    // per-token checks, which say where the bad byte is.
+    let text = std::str::from_utf8(body).ok();
     let mut p = Parser {
         buf: body,
+        text,
         pos: 0,
         line: 1,
         line_start: 0,
         out: Exposition::default(),
         by_name: HashMap::new(),
     };
+    // Size the outputs once: one sample per line at most, and a handful of
+    // labels each, instead of growing (and copying) from empty every scrape.
+    let lines = memchr::memchr_iter(b'\n', body).count() + 1;
+    p.out.samples.reserve(lines);
+    p.out.labels.reserve(lines * 4);
     p.run()?;
     p.resolve_families();
     Ok(p.out)
@@ -47,6 +58,8 @@ pub(crate) fn parse(body: &[u8]) -> Result<Exposition<'_>, ParseError> {
 
 struct Parser<'a> {
     buf: &'a [u8],
+    /// The body as text, when it is valid UTF-8 as a whole.
+    text: Option<&'a str>,
     pos: usize,
     line: usize,
     line_start: usize,
@@ -83,6 +96,9 @@ impl<'a> Parser<'a> {
     }
 
     fn str_at(&self, start: usize, end: usize) -> Result<&'a str, ParseError> {
+        if let Some(s) = self.text.and_then(|t| t.get(start..end)) {
+            return Ok(s);
+        }
         std::str::from_utf8(&self.buf[start..end]).map_err(|_| self.err(start, "invalid UTF-8"))
     }
 
@@ -371,8 +387,11 @@ impl<'a> Parser<'a> {
             }
             let q = scan_quoted(self.buf, self.pos, true)
                 .map_err(|e| self.err(e, "unterminated label value"))?;
-            let raw = std::str::from_utf8(&self.buf[q.start..q.end])
-                .map_err(|_| self.err(q.start, "invalid UTF-8 label value"))?;
+            let raw = match self.text.and_then(|t| t.get(q.start..q.end)) {
+                Some(r) => r,
+                None => std::str::from_utf8(&self.buf[q.start..q.end])
+                    .map_err(|_| self.err(q.start, "invalid UTF-8 label value"))?,
+            };
             let value = if q.escaped {
                 unescape(raw, true)
             } else {

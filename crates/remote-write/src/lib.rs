@@ -232,8 +232,13 @@ pub fn encode_protobuf(buf: &mut Vec<u8>, series: &[Series], metadata: &[Metadat
 /// protobuf and snappy buffers, and snappy's hash table, are reused.
 pub struct Encoder {
     raw: Vec<u8>,
+    /// Kept at its largest length so it is never zero-filled again; the
+    /// current body is `compressed[..compressed_len]`.
     compressed: Vec<u8>,
+    compressed_len: usize,
     snappy: snap::raw::Encoder,
+    /// Offsets in `raw` where each series of the last chunked encode ends.
+    ends: Vec<usize>,
 }
 
 impl std::fmt::Debug for Encoder {
@@ -256,7 +261,9 @@ impl Encoder {
         Encoder {
             raw: Vec::new(),
             compressed: Vec::new(),
+            compressed_len: 0,
             snappy: snap::raw::Encoder::new(),
+            ends: Vec::new(),
         }
     }
 
@@ -269,7 +276,7 @@ impl Encoder {
     /// [`Encoder::try_encode`].
     pub fn encode(&mut self, series: &[Series], metadata: &[Metadata]) -> &[u8] {
         match self.try_encode(series, metadata) {
-            Ok(_) => &self.compressed,
+            Ok(_) => &self.compressed[..self.compressed_len],
             Err(e) => panic!("remote-write body too large to compress: {e}"),
         }
     }
@@ -282,19 +289,69 @@ impl Encoder {
     ) -> Result<&[u8], EncodeError> {
         self.raw.clear();
         encode_protobuf(&mut self.raw, series, metadata);
-        let max = snap::raw::max_compress_len(self.raw.len());
-        if max == 0 && !self.raw.is_empty() {
+        let end = self.raw.len();
+        self.compress(0..end)?;
+        Ok(&self.compressed[..self.compressed_len])
+    }
+
+    /// Snappy-compresses `raw[range]` into `compressed`.
+    fn compress(&mut self, range: std::ops::Range<usize>) -> Result<(), EncodeError> {
+        let input = &self.raw[range];
+        let max = snap::raw::max_compress_len(input.len());
+        if max == 0 && !input.is_empty() {
             return Err(EncodeError::Snappy(snap::Error::TooBig {
-                given: self.raw.len() as u64,
+                given: input.len() as u64,
                 max: u32::MAX as u64,
             }));
         }
-        // resize only writes bytes beyond the current length; the buffer keeps
-        // its capacity between calls.
-        self.compressed.resize(max.max(1), 0);
-        let n = self.snappy.compress(&self.raw, &mut self.compressed)?;
-        self.compressed.truncate(n);
-        Ok(&self.compressed)
+        if self.compressed.len() < max.max(1) {
+            self.compressed.resize(max.max(1), 0);
+        }
+        self.compressed_len = self.snappy.compress(input, &mut self.compressed)?;
+        Ok(())
+    }
+
+    /// Encodes `series` (and `metadata`) as one or more request bodies of at
+    /// most `max_raw` uncompressed bytes each, calling `emit(series range,
+    /// body)` for each; a single series larger than `max_raw` goes alone.
+    /// Metadata rides in the first body. One encoding pass: the WriteRequest
+    /// is a concatenation of repeated fields, so cutting it at series
+    /// boundaries gives valid requests.
+    pub fn encode_chunked(
+        &mut self,
+        series: &[Series],
+        metadata: &[Metadata],
+        max_raw: usize,
+        mut emit: impl FnMut(std::ops::Range<usize>, &[u8]),
+    ) -> Result<(), EncodeError> {
+        self.raw.clear();
+        self.ends.clear();
+        // Metadata first, so the first body is one contiguous slice.
+        encode_protobuf(&mut self.raw, &[], metadata);
+        let meta_end = self.raw.len();
+        for s in series {
+            encode_protobuf(&mut self.raw, std::slice::from_ref(s), &[]);
+            self.ends.push(self.raw.len());
+        }
+        let mut first = 0; // index of the first series of the current body
+        let mut start = 0; // its byte offset (0 for the first body: metadata included)
+        let mut i = 0;
+        while i < series.len() {
+            let mut j = i + 1;
+            while j < series.len() && self.ends[j] - start <= max_raw {
+                j += 1;
+            }
+            self.compress(start..self.ends[j - 1])?;
+            emit(first..j, &self.compressed[..self.compressed_len]);
+            start = self.ends[j - 1];
+            first = j;
+            i = j;
+        }
+        if series.is_empty() && meta_end > 0 {
+            self.compress(0..meta_end)?;
+            emit(0..0, &self.compressed[..self.compressed_len]);
+        }
+        Ok(())
     }
 
     /// The uncompressed protobuf of the last encode (for tests and size stats).

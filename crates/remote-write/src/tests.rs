@@ -258,3 +258,47 @@ proptest! {
         prop_assert_eq!(m2, m);
     }
 }
+
+#[test]
+fn chunked_encoding_cuts_at_series_boundaries() {
+    use crate::{decode, series_size, to_model, Encoder};
+    use infertel_model::{Labels, Metadata, MetricType, Sample, Series};
+    let series: Vec<Series> = (0..50)
+        .map(|i| Series {
+            labels: Labels::from_pairs([("__name__", "x"), ("i", &format!("{i:04}"))]),
+            samples: vec![Sample { timestamp_ms: 7 + i, value: i as f64 + 0.5 }],
+        })
+        .collect();
+    let meta = vec![Metadata { family: "x".into(), kind: MetricType::Gauge, help: "h".into(), unit: "".into() }];
+    let one = series_size(&series[1]);
+    let mut enc = Encoder::new();
+    let mut got = Vec::new();
+    let mut metas = 0;
+    let mut bodies = 0;
+    enc.encode_chunked(&series, &meta, one * 7, |range, body| {
+        let req = decode(body).unwrap();
+        let (s, m) = to_model(&req);
+        assert_eq!(s.len(), range.len());
+        assert!(s.len() <= 7);
+        metas += m.len();
+        bodies += 1;
+        got.extend(s);
+    })
+    .unwrap();
+    assert_eq!(got, series);
+    assert_eq!(metas, 1, "metadata rides once");
+    assert!(bodies >= 8, "{bodies}");
+    // The same bytes as a single encode when everything fits.
+    let mut whole = Vec::new();
+    enc.encode_chunked(&series, &[], usize::MAX, |_, b| whole.push(b.to_vec())).unwrap();
+    assert_eq!(whole.len(), 1);
+    assert_eq!(whole[0], Encoder::new().encode(&series, &[]).to_vec());
+    // Metadata alone still goes out.
+    let mut n = 0;
+    enc.encode_chunked(&[], &meta, 10, |_, b| {
+        n += 1;
+        assert_eq!(to_model(&decode(b).unwrap()).1.len(), 1);
+    })
+    .unwrap();
+    assert_eq!(n, 1);
+}

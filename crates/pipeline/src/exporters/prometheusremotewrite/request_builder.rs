@@ -4,7 +4,7 @@
 //! with the reusable remote-write encoder (protobuf + snappy block format).
 
 use infertel_model::{Label, Labels, Metadata, Series};
-use infertel_remote_write::{series_size, Encoder};
+use infertel_remote_write::Encoder;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -67,34 +67,24 @@ impl RequestBuilder {
             .collect()
     }
 
-    /// Encodes `series` into one or more requests.
-    pub fn build(&mut self, series: Vec<Series>, metadata: &[Metadata]) -> Vec<Request> {
+    /// Encodes `series` into one or more requests. The error (a series too
+    /// large for a snappy block, over 4 GiB) carries the samples lost.
+    pub fn build(&mut self, series: Vec<Series>, metadata: &[Metadata]) -> Result<Vec<Request>, (usize, String)> {
         let series = self.with_external(series);
         let meta = self.fresh_metadata(metadata);
         let mut out = Vec::new();
-        let mut start = 0;
-        let mut size = 0;
-        let mut first = true;
-        for (i, s) in series.iter().enumerate() {
-            let sz = series_size(s);
-            if i > start && size + sz > self.max_bytes {
-                out.push(self.encode(&series[start..i], if first { &meta } else { &[] }));
-                first = false;
-                start = i;
-                size = 0;
+        let r = self.encoder.encode_chunked(&series, &meta, self.max_bytes, |range, body| {
+            let samples = series[range].iter().map(|s| s.samples.len()).sum();
+            out.push(Request { body: bytes::Bytes::copy_from_slice(body), samples });
+        });
+        match r {
+            Ok(()) => Ok(out),
+            Err(e) => {
+                let sent: usize = out.iter().map(|r| r.samples).sum();
+                let total: usize = series.iter().map(|s| s.samples.len()).sum();
+                Err((total - sent, e.to_string()))
             }
-            size += sz;
         }
-        if start < series.len() || (first && !meta.is_empty()) {
-            out.push(self.encode(&series[start..], if first { &meta } else { &[] }));
-        }
-        out
-    }
-
-    fn encode(&mut self, series: &[Series], meta: &[Metadata]) -> Request {
-        let samples = series.iter().map(|s| s.samples.len()).sum();
-        let body = bytes::Bytes::copy_from_slice(self.encoder.encode(series, meta));
-        Request { body, samples }
     }
 }
 
@@ -102,6 +92,7 @@ impl RequestBuilder {
 mod tests {
     use super::*;
     use infertel_model::{MetricType, Sample};
+    use infertel_remote_write::series_size;
 
     fn series(n: usize) -> Vec<Series> {
         (0..n)
@@ -121,7 +112,7 @@ mod tests {
         // Series 0 has the value 0.0, which protobuf leaves out: size from series 1.
         let one = series_size(&series(2)[1]);
         let mut b = RequestBuilder::new(one * 10, false, vec![]);
-        let reqs = b.build(series(95), &[]);
+        let reqs = b.build(series(95), &[]).unwrap();
         assert_eq!(reqs.len(), 10, "ten full requests of ten, and five left");
         let mut got = Vec::new();
         for r in &reqs {
@@ -137,26 +128,26 @@ mod tests {
     #[test]
     fn a_series_bigger_than_the_limit_still_goes_out_alone() {
         let mut b = RequestBuilder::new(1, false, vec![]);
-        assert_eq!(b.build(series(3), &[]).len(), 3);
+        assert_eq!(b.build(series(3), &[]).unwrap().len(), 3);
     }
 
     #[test]
     fn metadata_rides_once_a_minute_and_only_when_asked() {
         let mut b = RequestBuilder::new(1 << 20, true, vec![]);
-        let first = infertel_remote_write::decode(&b.build(series(2), &meta())[0].body).unwrap();
+        let first = infertel_remote_write::decode(&b.build(series(2), &meta()).unwrap()[0].body).unwrap();
         assert_eq!(first.metadata.len(), 1);
         assert_eq!(first.metadata[0].metric_family_name, "vllm:num_requests_running");
         assert_eq!(first.metadata[0].help, "Running.");
-        let again = infertel_remote_write::decode(&b.build(series(2), &meta())[0].body).unwrap();
+        let again = infertel_remote_write::decode(&b.build(series(2), &meta()).unwrap()[0].body).unwrap();
         assert!(again.metadata.is_empty(), "not resent within a minute");
         let mut off = RequestBuilder::new(1 << 20, false, vec![]);
-        assert!(infertel_remote_write::decode(&off.build(series(2), &meta())[0].body).unwrap().metadata.is_empty());
+        assert!(infertel_remote_write::decode(&off.build(series(2), &meta()).unwrap()[0].body).unwrap().metadata.is_empty());
     }
 
     #[test]
     fn external_labels_fill_in_but_never_override() {
         let mut b = RequestBuilder::new(1 << 20, false, vec![Label::new("cluster", "gpu-a"), Label::new("pod", "nope")]);
-        let w = infertel_remote_write::decode(&b.build(series(1), &[])[0].body).unwrap();
+        let w = infertel_remote_write::decode(&b.build(series(1), &[]).unwrap()[0].body).unwrap();
         let (s, _) = infertel_remote_write::to_model(&w);
         assert_eq!(s[0].labels.get("cluster"), Some("gpu-a"));
         assert_eq!(s[0].labels.get("pod"), Some("vllm-000"));

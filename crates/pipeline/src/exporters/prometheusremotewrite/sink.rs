@@ -134,7 +134,15 @@ impl RemoteWriteExporter {
     }
 
     async fn deliver(&self, builder: &mut RequestBuilder, batch: Batch) {
-        for req in builder.build(batch.series, &batch.metadata) {
+        let requests = match builder.build(batch.series, &batch.metadata) {
+            Ok(r) => r,
+            Err((lost, e)) => {
+                self.dropped("encode").add(lost as u64);
+                tracing::error!(exporter = %self.id, "dropping {lost} samples: cannot encode the request: {e}");
+                return;
+            }
+        };
+        for req in requests {
             match self.service.send(&req).await {
                 Outcome::Sent => self.sent.add(req.samples as u64),
                 Outcome::Dropped(reason) => self.dropped(reason).add(req.samples as u64),

@@ -1,0 +1,63 @@
+//! The agent's per-scrape hot path, stage by stage, on the body peer-bench
+//! serves (`shared/bench/gen_fixture.py --series 1000`: one 4-GPU node,
+//! vLLM + dcgm, 977 samples, 140 KB; copied to `benches/data/`):
+//! parse → label and intern (`build_series`, warm cache) → remote-write
+//! request (protobuf + snappy). Run: `cargo bench -p infertel-pipeline`.
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use infertel_model::Labels;
+use infertel_pipeline::exporters::prometheusremotewrite::request_builder::RequestBuilder;
+use infertel_pipeline::receivers::prometheus::scrape::{JobSettings, ScrapeAuth, SeriesCache, build_series};
+use infertel_pipeline::receivers::prometheus::target::Target;
+use infertel_relabel::Relabeler;
+use std::hint::black_box;
+use std::time::Duration;
+
+const BODY: &[u8] = include_bytes!("data/node-1000.prom");
+
+fn target() -> Target {
+    let labels = Labels::from_pairs([("job", "bench"), ("instance", "127.0.0.1:21000")]);
+    Target { all_labels: labels.clone(), labels, url: "http://127.0.0.1:21000/metrics".into(), interval: Duration::from_secs(1), timeout: Duration::from_secs(1) }
+}
+
+fn job() -> JobSettings {
+    JobSettings {
+        receiver: "prometheus".into(),
+        honor_labels: false,
+        honor_timestamps: true,
+        sample_limit: 0,
+        label_limit: 0,
+        label_name_length_limit: 0,
+        label_value_length_limit: 0,
+        body_size_limit: 0,
+        metric_relabel: Relabeler::default(),
+        external_labels: vec![],
+        auth: ScrapeAuth::None,
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let (t, j) = (target(), job());
+    let mut cache = SeriesCache::default();
+    let mut series = Vec::new();
+    let mut md = Vec::new();
+    let samples = build_series(BODY, None, 1, &t, &j, &mut cache, &mut series, &mut md, true).expect("fixture").post_relabel;
+    let mut g = c.benchmark_group("hot_path");
+    g.throughput(Throughput::Elements(samples));
+    g.bench_function("parse", |b| b.iter(|| infertel_exposition::parse(black_box(BODY), infertel_exposition::Format::PrometheusText).map(|e| e.samples.len())));
+    let mut ts = 2;
+    g.bench_function("build_series_warm", |b| {
+        b.iter(|| {
+            series.clear();
+            md.clear();
+            ts += 1;
+            build_series(black_box(BODY), None, ts, &t, &j, &mut cache, &mut series, &mut md, false).map(|s| s.post_relabel)
+        })
+    });
+    let mut rb = RequestBuilder::new(3_000_000, false, vec![]);
+    g.bench_function("request_build", |b| b.iter(|| rb.build(black_box(series.clone()), &[]).map(|r| r.len())));
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

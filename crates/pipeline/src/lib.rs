@@ -5,7 +5,7 @@
 //! Find a component from its config key in one step: `receivers.prometheus`
 //! is `receivers/prometheus/`, `exporters.prometheusremotewrite` is
 //! `exporters/prometheusremotewrite/`, `processors.batch` is
-//! `processors/batch/`.
+//! `processors/batch/`, `processors.inference` is `processors/inference/`.
 
 pub mod config;
 pub mod consumer;
@@ -17,7 +17,7 @@ pub mod processors;
 pub mod receivers;
 pub mod telemetry;
 
-pub use config::{load_str, Config, ConfigIssue};
+pub use config::{Config, ConfigIssue, load_str};
 pub use consumer::{BoxFuture, Consumer};
 pub use graph::Service;
 pub use telemetry::Telemetry;

@@ -1,19 +1,23 @@
 //! One file per subcommand; shared config loading here.
 
 mod demo;
+mod report;
 mod run;
 mod simulate;
 mod validate;
 
 use crate::cli::{Cli, Command};
 use crate::exit;
-use infertel_pipeline::config::Loaded;
 use infertel_pipeline::ConfigIssue;
+use infertel_pipeline::config::Loaded;
 use std::path::Path;
 use std::process::ExitCode;
 
 pub fn dispatch(cli: Cli) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -23,10 +27,49 @@ pub fn dispatch(cli: Cli) -> ExitCode {
     let code = match cli.command {
         Command::Run { config } => rt.block_on(run::run(&cli.log, &config)),
         Command::Validate { config } => validate::validate(&cli.log, &config),
-        Command::Demo { duration, concurrency, interval } => rt.block_on(demo::demo(&cli.log, duration, concurrency, interval)),
-        Command::Simulate { vllm, dcgm, concurrency, capacity, model, seed } => {
-            rt.block_on(simulate::simulate(&cli.log, vllm, dcgm, concurrency, capacity, model, seed))
-        }
+        Command::Demo {
+            duration,
+            concurrency,
+            interval,
+        } => rt.block_on(demo::demo(&cli.log, duration, concurrency, interval)),
+        Command::Simulate {
+            vllm,
+            dcgm,
+            concurrency,
+            capacity,
+            model,
+            seed,
+            workload,
+        } => rt.block_on(simulate::simulate(
+            &cli.log,
+            vllm,
+            dcgm,
+            concurrency,
+            capacity,
+            model,
+            seed,
+            workload,
+        )),
+        Command::Report {
+            config,
+            urls,
+            window,
+            interval,
+            format,
+            replay,
+            record,
+        } => rt.block_on(report::report(
+            &cli.log,
+            report::ReportArgs {
+                config,
+                urls,
+                window,
+                interval,
+                format,
+                replay,
+                record,
+            },
+        )),
     };
     // Don't wait for blocking tasks (stdin readers, DNS) on the way out.
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
@@ -62,7 +105,11 @@ pub fn load_text(origin: &str, text: &str) -> Result<Loaded, u8> {
             print_issues("warning", &refused.warnings);
             let errors = refused.errors;
             print_issues("error", &errors);
-            eprintln!("{origin}: invalid configuration ({} error{})", errors.len(), if errors.len() == 1 { "" } else { "s" });
+            eprintln!(
+                "{origin}: invalid configuration ({} error{})",
+                errors.len(),
+                if errors.len() == 1 { "" } else { "s" }
+            );
             Err(exit::CONFIG)
         }
     }
@@ -72,7 +119,7 @@ pub fn load_text(origin: &str, text: &str) -> Result<Loaded, u8> {
 pub async fn shutdown_signal() {
     #[cfg(unix)]
     {
-        use tokio::signal::unix::{signal, SignalKind};
+        use tokio::signal::unix::{SignalKind, signal};
         match signal(SignalKind::terminate()) {
             Ok(mut term) => {
                 tokio::select! {

@@ -123,3 +123,19 @@ pub const CATALOG: &[Def] = &[
 pub fn def(name: &str) -> Option<&'static Def> {
     CATALOG.iter().find(|d| d.name == name)
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn docs_and_readme_list_every_derived_series() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+        for f in ["docs/derived-metrics.md", "README.md"] {
+            let text = std::fs::read_to_string(format!("{root}/{f}")).unwrap();
+            for d in super::CATALOG {
+                let listed = text.contains(&format!("`{}`", d.name))
+                    || text.contains(&format!("`{}{{", d.name));
+                assert!(listed, "{f} does not document {}", d.name);
+            }
+        }
+    }
+}

@@ -7,15 +7,15 @@
 
 use crate::config::{ComponentId, Config};
 use crate::consumer::{Consumer, FanOut};
-use crate::exporters::ExporterConfig;
 use crate::exporters::debug::DebugExporter;
 use crate::exporters::prometheusremotewrite::RemoteWriteExporter;
+use crate::exporters::ExporterConfig;
 use crate::extensions::ExtensionConfig;
-use crate::processors::ProcessorConfig;
 use crate::processors::batch::BatchProcessor;
 use crate::processors::inference::InferenceProcessor;
-use crate::receivers::ReceiverConfig;
+use crate::processors::ProcessorConfig;
 use crate::receivers::prometheus::PrometheusReceiver;
+use crate::receivers::ReceiverConfig;
 use crate::telemetry::Telemetry;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -50,17 +50,8 @@ pub struct Service {
 impl Service {
     /// Builds every component; `tap`, when given, also receives everything
     /// every receiver emits (used by `infertel demo`).
-    pub fn build(
-        cfg: Config,
-        telemetry: Telemetry,
-        tap: Option<Arc<dyn Consumer>>,
-    ) -> Result<Service, String> {
-        let extensions: BTreeMap<String, ExtensionConfig> = cfg
-            .extensions
-            .0
-            .iter()
-            .map(|(id, c)| (id.to_string(), c.clone()))
-            .collect();
+    pub fn build(cfg: Config, telemetry: Telemetry, tap: Option<Arc<dyn Consumer>>) -> Result<Service, String> {
+        let extensions: BTreeMap<String, ExtensionConfig> = cfg.extensions.0.iter().map(|(id, c)| (id.to_string(), c.clone())).collect();
         let mut exporters: Vec<(ComponentId, Exporter)> = Vec::new();
         let used = |section: &str, id: &ComponentId| {
             cfg.service.pipelines.values().any(|p| {
@@ -79,25 +70,12 @@ impl Service {
             let e = match ec {
                 ExporterConfig::PrometheusRemoteWrite(c) => {
                     let auth = match &c.auth {
-                        Some(a) => {
-                            Some(extensions.get(&a.authenticator).cloned().ok_or_else(|| {
-                                format!(
-                                    "exporter {id}: authenticator {:?} not defined",
-                                    a.authenticator
-                                )
-                            })?)
-                        }
+                        Some(a) => Some(extensions.get(&a.authenticator).cloned().ok_or_else(|| format!("exporter {id}: authenticator {:?} not defined", a.authenticator))?),
                         None => None,
                     };
-                    Exporter::RemoteWrite(
-                        RemoteWriteExporter::new(id.to_string(), c, auth, telemetry.clone())
-                            .map_err(|e| format!("exporter {id}: {e}"))?,
-                    )
+                    Exporter::RemoteWrite(RemoteWriteExporter::new(id.to_string(), c, auth, telemetry.clone()).map_err(|e| format!("exporter {id}: {e}"))?)
                 }
-                ExporterConfig::Debug(c) => Exporter::Debug(Arc::new(DebugExporter {
-                    id: id.to_string(),
-                    cfg: c,
-                })),
+                ExporterConfig::Debug(c) => Exporter::Debug(Arc::new(DebugExporter { id: id.to_string(), cfg: c })),
             };
             exporters.push((id, e));
         }
@@ -107,24 +85,12 @@ impl Service {
             let outs: Vec<Arc<dyn Consumer>> = p
                 .exporters
                 .iter()
-                .filter_map(|r| {
-                    exporters
-                        .iter()
-                        .find(|(id, _)| id.to_string() == *r)
-                        .map(|(_, e)| e.consumer())
-                })
+                .filter_map(|r| exporters.iter().find(|(id, _)| id.to_string() == *r).map(|(_, e)| e.consumer()))
                 .collect();
-            let mut next: Arc<dyn Consumer> = if outs.len() == 1 {
-                outs[0].clone()
-            } else {
-                Arc::new(FanOut(outs))
-            };
+            let mut next: Arc<dyn Consumer> = if outs.len() == 1 { outs[0].clone() } else { Arc::new(FanOut(outs)) };
             for r in p.processors.iter().rev() {
                 let id = ComponentId::parse(r)?;
-                let pc = cfg
-                    .processors
-                    .get(&id)
-                    .ok_or_else(|| format!("pipeline {pname}: processor {r} not defined"))?;
+                let pc = cfg.processors.get(&id).ok_or_else(|| format!("pipeline {pname}: processor {r} not defined"))?;
                 match pc {
                     ProcessorConfig::Batch(c) => {
                         let bp = BatchProcessor::new(c.clone(), next);
@@ -142,36 +108,19 @@ impl Service {
         }
         let mut receivers = Vec::new();
         for (id, rc) in cfg.receivers.0 {
-            let Some(mut outs) = entries.remove(&id.to_string()) else {
-                continue;
-            };
+            let Some(mut outs) = entries.remove(&id.to_string()) else { continue };
             if let Some(t) = &tap {
                 outs.push(t.clone());
             }
-            let next: Arc<dyn Consumer> = if outs.len() == 1 {
-                outs.remove(0)
-            } else {
-                Arc::new(FanOut(outs))
-            };
+            let next: Arc<dyn Consumer> = if outs.len() == 1 { outs.remove(0) } else { Arc::new(FanOut(outs)) };
             match rc {
                 ReceiverConfig::Prometheus(c) => {
-                    receivers.push((
-                        PrometheusReceiver::new(id.to_string(), c)
-                            .map_err(|e| format!("receiver {id}: {e}"))?,
-                        next,
-                    ));
+                    receivers.push((PrometheusReceiver::new(id.to_string(), c).map_err(|e| format!("receiver {id}: {e}"))?, next));
                 }
             }
         }
         let metrics_addr = cfg.service.telemetry.metrics.socket_addr()?;
-        Ok(Service {
-            receivers,
-            processors,
-            exporters,
-            telemetry,
-            metrics_addr,
-            shutdown_timeout: Duration::from_secs(10),
-        })
+        Ok(Service { receivers, processors, exporters, telemetry, metrics_addr, shutdown_timeout: Duration::from_secs(10) })
     }
 
     pub fn telemetry(&self) -> &Telemetry {
@@ -191,11 +140,7 @@ impl Service {
     }
 
     /// Runs until `stop` turns true, then shuts down in order.
-    pub async fn run(
-        self,
-        listener: Option<tokio::net::TcpListener>,
-        mut stop: watch::Receiver<bool>,
-    ) {
+    pub async fn run(self, listener: Option<tokio::net::TcpListener>, mut stop: watch::Receiver<bool>) {
         let telemetry = self.telemetry.clone();
         let server = listener.map(|l| {
             let t = telemetry.clone();
@@ -203,15 +148,7 @@ impl Service {
                 "/metrics",
                 axum::routing::get(move || {
                     let t = t.clone();
-                    async move {
-                        (
-                            [(
-                                axum::http::header::CONTENT_TYPE,
-                                "text/plain; version=0.0.4; charset=utf-8",
-                            )],
-                            t.render(),
-                        )
-                    }
+                    async move { ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], t.render()) }
                 }),
             );
             tokio::spawn(async move {
@@ -230,11 +167,7 @@ impl Service {
                 exporter_tasks.push(tokio::spawn(x.clone().run(exp_stop.clone())));
             }
         }
-        let processor_tasks: Vec<_> = self
-            .processors
-            .iter()
-            .map(|p| tokio::spawn(p.clone().run(proc_stop.clone())))
-            .collect();
+        let processor_tasks: Vec<_> = self.processors.iter().map(|p| tokio::spawn(p.clone().run(proc_stop.clone()))).collect();
         let receiver_tasks: Vec<_> = self
             .receivers
             .into_iter()
@@ -259,10 +192,7 @@ impl Service {
                 let _ = t.await;
             }
         };
-        if tokio::time::timeout(self.shutdown_timeout, drain)
-            .await
-            .is_err()
-        {
+        if tokio::time::timeout(self.shutdown_timeout, drain).await.is_err() {
             for x in &rw {
                 x.abandon_queued();
             }

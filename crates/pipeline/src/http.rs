@@ -34,22 +34,17 @@ pub struct TlsSettings {
 }
 
 fn read_certs(path: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
-    let data =
-        std::fs::read(path).map_err(|e| format!("cannot read {what} {}: {e}", path.display()))?;
+    let data = std::fs::read(path).map_err(|e| format!("cannot read {what} {}: {e}", path.display()))?;
     let certs: Result<Vec<_>, _> = rustls_pemfile::certs(&mut &data[..]).collect();
     let certs = certs.map_err(|e| format!("{what} {}: not valid PEM: {e}", path.display()))?;
     if certs.is_empty() {
-        return Err(format!(
-            "{what} {}: no PEM certificate found",
-            path.display()
-        ));
+        return Err(format!("{what} {}: no PEM certificate found", path.display()));
     }
     Ok(certs)
 }
 
 fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
-    let data =
-        std::fs::read(path).map_err(|e| format!("cannot read key_file {}: {e}", path.display()))?;
+    let data = std::fs::read(path).map_err(|e| format!("cannot read key_file {}: {e}", path.display()))?;
     rustls_pemfile::private_key(&mut &data[..])
         .map_err(|e| format!("key_file {}: not valid PEM: {e}", path.display()))?
         .ok_or_else(|| format!("key_file {}: no private key found", path.display()))
@@ -74,9 +69,7 @@ impl TlsSettings {
             match &self.ca_file {
                 Some(ca) => {
                     for c in read_certs(ca, "ca_file")? {
-                        roots
-                            .add(c)
-                            .map_err(|e| format!("ca_file {}: {e}", ca.display()))?;
+                        roots.add(c).map_err(|e| format!("ca_file {}: {e}", ca.display()))?;
                     }
                 }
                 None => {
@@ -89,24 +82,18 @@ impl TlsSettings {
                     }
                 }
             }
-            let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
-                Arc::new(roots),
-                provider.clone(),
-            )
-            .build()
-            .map_err(|e| format!("TLS roots: {e}"))?;
+            let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .build()
+                .map_err(|e| format!("TLS roots: {e}"))?;
             match &self.server_name {
                 Some(n) if !n.is_empty() => {
-                    let name = ServerName::try_from(n.clone())
-                        .map_err(|e| format!("server_name {n:?}: {e}"))?;
+                    let name = ServerName::try_from(n.clone()).map_err(|e| format!("server_name {n:?}: {e}"))?;
                     Arc::new(OverrideName { inner, name })
                 }
                 _ => inner,
             }
         };
-        let builder = builder
-            .dangerous()
-            .with_custom_certificate_verifier(verifier);
+        let builder = builder.dangerous().with_custom_certificate_verifier(verifier);
         let mut cfg = match (&self.cert_file, &self.key_file) {
             (Some(c), Some(k)) => builder
                 .with_client_auth_cert(read_certs(c, "cert_file")?, read_key(k)?)
@@ -120,10 +107,7 @@ impl TlsSettings {
 }
 
 /// Builds a client; `timeout` bounds each whole request.
-pub fn build_client(
-    tls: &TlsSettings,
-    timeout: Option<Duration>,
-) -> Result<reqwest::Client, String> {
+pub fn build_client(tls: &TlsSettings, timeout: Option<Duration>) -> Result<reqwest::Client, String> {
     ensure_crypto_provider();
     let mut b = reqwest::Client::builder()
         .user_agent(user_agent())
@@ -154,23 +138,12 @@ impl ServerCertVerifier for OverrideName {
         ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        self.inner
-            .verify_server_cert(end_entity, intermediates, &self.name, ocsp, now)
+        self.inner.verify_server_cert(end_entity, intermediates, &self.name, ocsp, now)
     }
-    fn verify_tls12_signature(
-        &self,
-        m: &[u8],
-        c: &CertificateDer<'_>,
-        d: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls12_signature(&self, m: &[u8], c: &CertificateDer<'_>, d: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
         self.inner.verify_tls12_signature(m, c, d)
     }
-    fn verify_tls13_signature(
-        &self,
-        m: &[u8],
-        c: &CertificateDer<'_>,
-        d: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls13_signature(&self, m: &[u8], c: &CertificateDer<'_>, d: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
         self.inner.verify_tls13_signature(m, c, d)
     }
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -184,30 +157,13 @@ impl ServerCertVerifier for OverrideName {
 struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
 
 impl ServerCertVerifier for NoVerify {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
+    fn verify_server_cert(&self, _: &CertificateDer<'_>, _: &[CertificateDer<'_>], _: &ServerName<'_>, _: &[u8], _: UnixTime) -> Result<ServerCertVerified, rustls::Error> {
         Ok(ServerCertVerified::assertion())
     }
-    fn verify_tls12_signature(
-        &self,
-        m: &[u8],
-        c: &CertificateDer<'_>,
-        d: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls12_signature(&self, m: &[u8], c: &CertificateDer<'_>, d: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls12_signature(m, c, d, &self.0.signature_verification_algorithms)
     }
-    fn verify_tls13_signature(
-        &self,
-        m: &[u8],
-        c: &CertificateDer<'_>,
-        d: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls13_signature(&self, m: &[u8], c: &CertificateDer<'_>, d: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls13_signature(m, c, d, &self.0.signature_verification_algorithms)
     }
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -226,11 +182,7 @@ pub fn read_secret_file(path: &Path, what: &str) -> Result<String, String> {
 /// The chain of causes of a reqwest error in one line ("error sending
 /// request: connection refused"), since its Display alone hides the cause.
 pub fn describe_error(e: &reqwest::Error) -> String {
-    let mut s = if e.is_timeout() {
-        "timeout".to_string()
-    } else {
-        e.to_string()
-    };
+    let mut s = if e.is_timeout() { "timeout".to_string() } else { e.to_string() };
     let mut src = std::error::Error::source(e);
     while let Some(c) = src {
         let cs = c.to_string();

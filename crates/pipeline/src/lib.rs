@@ -17,7 +17,7 @@ pub mod processors;
 pub mod receivers;
 pub mod telemetry;
 
-pub use config::{Config, ConfigIssue, load_str};
+pub use config::{load_str, Config, ConfigIssue};
 pub use consumer::{BoxFuture, Consumer};
 pub use graph::Service;
 pub use telemetry::Telemetry;

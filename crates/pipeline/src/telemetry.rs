@@ -38,10 +38,7 @@ impl Gauge {
         let mut cur = self.0.load(Ordering::Relaxed);
         loop {
             let new = (f64::from_bits(cur) + d).to_bits();
-            match self
-                .0
-                .compare_exchange_weak(cur, new, Ordering::Relaxed, Ordering::Relaxed)
-            {
+            match self.0.compare_exchange_weak(cur, new, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return,
                 Err(c) => cur = c,
             }
@@ -82,9 +79,7 @@ impl Histogram {
 }
 
 /// Bounds for request durations, in seconds.
-pub const DURATION_BOUNDS: &[f64] = &[
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-];
+pub const DURATION_BOUNDS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 
 #[derive(Debug)]
 enum Metric {
@@ -106,10 +101,7 @@ pub struct Telemetry {
 }
 
 fn key(labels: &[(&str, &str)]) -> Vec<(String, String)> {
-    labels
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 impl Telemetry {
@@ -117,71 +109,33 @@ impl Telemetry {
         Self::default()
     }
 
-    fn with_family<R>(
-        &self,
-        name: &'static str,
-        help: &'static str,
-        kind: &'static str,
-        f: impl FnOnce(&mut Family) -> R,
-    ) -> R {
+    fn with_family<R>(&self, name: &'static str, help: &'static str, kind: &'static str, f: impl FnOnce(&mut Family) -> R) -> R {
         let mut g = self.families.lock().unwrap_or_else(|p| p.into_inner());
-        let fam = g.entry(name).or_insert_with(|| Family {
-            help,
-            kind,
-            series: BTreeMap::new(),
-        });
+        let fam = g.entry(name).or_insert_with(|| Family { help, kind, series: BTreeMap::new() });
         f(fam)
     }
 
-    pub fn counter(
-        &self,
-        name: &'static str,
-        help: &'static str,
-        labels: &[(&str, &str)],
-    ) -> Arc<Counter> {
+    pub fn counter(&self, name: &'static str, help: &'static str, labels: &[(&str, &str)]) -> Arc<Counter> {
         self.with_family(name, help, "counter", |f| {
-            match f
-                .series
-                .entry(key(labels))
-                .or_insert_with(|| Metric::Counter(Arc::default()))
-            {
+            match f.series.entry(key(labels)).or_insert_with(|| Metric::Counter(Arc::default())) {
                 Metric::Counter(c) => c.clone(),
                 _ => Arc::default(),
             }
         })
     }
 
-    pub fn gauge(
-        &self,
-        name: &'static str,
-        help: &'static str,
-        labels: &[(&str, &str)],
-    ) -> Arc<Gauge> {
+    pub fn gauge(&self, name: &'static str, help: &'static str, labels: &[(&str, &str)]) -> Arc<Gauge> {
         self.with_family(name, help, "gauge", |f| {
-            match f
-                .series
-                .entry(key(labels))
-                .or_insert_with(|| Metric::Gauge(Arc::default()))
-            {
+            match f.series.entry(key(labels)).or_insert_with(|| Metric::Gauge(Arc::default())) {
                 Metric::Gauge(c) => c.clone(),
                 _ => Arc::default(),
             }
         })
     }
 
-    pub fn histogram(
-        &self,
-        name: &'static str,
-        help: &'static str,
-        labels: &[(&str, &str)],
-        bounds: &[f64],
-    ) -> Arc<Histogram> {
+    pub fn histogram(&self, name: &'static str, help: &'static str, labels: &[(&str, &str)], bounds: &[f64]) -> Arc<Histogram> {
         self.with_family(name, help, "histogram", |f| {
-            match f
-                .series
-                .entry(key(labels))
-                .or_insert_with(|| Metric::Histogram(Arc::new(Histogram::new(bounds))))
-            {
+            match f.series.entry(key(labels)).or_insert_with(|| Metric::Histogram(Arc::new(Histogram::new(bounds)))) {
                 Metric::Histogram(h) => h.clone(),
                 _ => Arc::new(Histogram::new(bounds)),
             }
@@ -212,11 +166,7 @@ impl Telemetry {
         let Some(f) = g.get(name) else { return 0.0 };
         f.series
             .iter()
-            .filter(|(k, _)| {
-                filter
-                    .iter()
-                    .all(|(n, v)| k.iter().any(|(kn, kv)| kn == n && kv == v))
-            })
+            .filter(|(k, _)| filter.iter().all(|(n, v)| k.iter().any(|(kn, kv)| kn == n && kv == v)))
             .map(|(_, m)| match m {
                 Metric::Counter(c) => c.get() as f64,
                 Metric::Gauge(c) => c.get(),
@@ -238,41 +188,16 @@ impl Telemetry {
                         let _ = writeln!(out, "{name}{} {}", fmt_labels(labels, None), c.get());
                     }
                     Metric::Gauge(c) => {
-                        let _ = writeln!(
-                            out,
-                            "{name}{} {}",
-                            fmt_labels(labels, None),
-                            fmt_f64(c.get())
-                        );
+                        let _ = writeln!(out, "{name}{} {}", fmt_labels(labels, None), fmt_f64(c.get()));
                     }
                     Metric::Histogram(h) => {
                         for (b, c) in h.bounds.iter().zip(&h.buckets) {
                             let le = fmt_f64(*b);
-                            let _ = writeln!(
-                                out,
-                                "{name}_bucket{} {}",
-                                fmt_labels(labels, Some(&le)),
-                                c.load(Ordering::Relaxed)
-                            );
+                            let _ = writeln!(out, "{name}_bucket{} {}", fmt_labels(labels, Some(&le)), c.load(Ordering::Relaxed));
                         }
-                        let _ = writeln!(
-                            out,
-                            "{name}_bucket{} {}",
-                            fmt_labels(labels, Some("+Inf")),
-                            h.count()
-                        );
-                        let _ = writeln!(
-                            out,
-                            "{name}_sum{} {}",
-                            fmt_labels(labels, None),
-                            fmt_f64(h.sum.get())
-                        );
-                        let _ = writeln!(
-                            out,
-                            "{name}_count{} {}",
-                            fmt_labels(labels, None),
-                            h.count()
-                        );
+                        let _ = writeln!(out, "{name}_bucket{} {}", fmt_labels(labels, Some("+Inf")), h.count());
+                        let _ = writeln!(out, "{name}_sum{} {}", fmt_labels(labels, None), fmt_f64(h.sum.get()));
+                        let _ = writeln!(out, "{name}_count{} {}", fmt_labels(labels, None), h.count());
                     }
                 }
             }
@@ -285,11 +210,7 @@ fn fmt_f64(v: f64) -> String {
     if v.is_nan() {
         "NaN".into()
     } else if v.is_infinite() {
-        if v > 0.0 {
-            "+Inf".into()
-        } else {
-            "-Inf".into()
-        }
+        if v > 0.0 { "+Inf".into() } else { "-Inf".into() }
     } else {
         format!("{v}")
     }
@@ -335,29 +256,17 @@ mod tests {
     #[test]
     fn renders_counters_gauges_histograms() {
         let t = Telemetry::new();
-        t.counter("infertel_x_total", "X.", &[("exporter", "a\"b")])
-            .add(3);
+        t.counter("infertel_x_total", "X.", &[("exporter", "a\"b")]).add(3);
         t.gauge("infertel_g", "G.", &[]).set(1.5);
-        let h = t.histogram(
-            "infertel_h_seconds",
-            "H.",
-            &[("exporter", "e")],
-            &[0.1, 1.0],
-        );
+        let h = t.histogram("infertel_h_seconds", "H.", &[("exporter", "e")], &[0.1, 1.0]);
         h.observe(0.05);
         h.observe(0.5);
         let s = t.render();
-        assert!(
-            s.contains("infertel_x_total{exporter=\"a\\\"b\"} 3\n"),
-            "{s}"
-        );
+        assert!(s.contains("infertel_x_total{exporter=\"a\\\"b\"} 3\n"), "{s}");
         assert!(s.contains("infertel_g 1.5\n"));
         assert!(s.contains("infertel_h_seconds_bucket{exporter=\"e\",le=\"0.1\"} 1\n"));
         assert!(s.contains("infertel_h_seconds_bucket{exporter=\"e\",le=\"+Inf\"} 2\n"));
         assert!(s.contains("infertel_h_seconds_count{exporter=\"e\"} 2\n"));
-        assert_eq!(
-            t.value("infertel_x_total", &[("exporter", "a\"b")]),
-            Some(3.0)
-        );
+        assert_eq!(t.value("infertel_x_total", &[("exporter", "a\"b")]), Some(3.0));
     }
 }

@@ -8,16 +8,13 @@ mod validate;
 
 use crate::cli::{Cli, Command};
 use crate::exit;
-use infertel_pipeline::ConfigIssue;
 use infertel_pipeline::config::Loaded;
+use infertel_pipeline::ConfigIssue;
 use std::path::Path;
 use std::process::ExitCode;
 
 pub fn dispatch(cli: Cli) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -27,49 +24,13 @@ pub fn dispatch(cli: Cli) -> ExitCode {
     let code = match cli.command {
         Command::Run { config } => rt.block_on(run::run(&cli.log, &config)),
         Command::Validate { config } => validate::validate(&cli.log, &config),
-        Command::Demo {
-            duration,
-            concurrency,
-            interval,
-        } => rt.block_on(demo::demo(&cli.log, duration, concurrency, interval)),
-        Command::Simulate {
-            vllm,
-            dcgm,
-            concurrency,
-            capacity,
-            model,
-            seed,
-            workload,
-        } => rt.block_on(simulate::simulate(
-            &cli.log,
-            vllm,
-            dcgm,
-            concurrency,
-            capacity,
-            model,
-            seed,
-            workload,
-        )),
-        Command::Report {
-            config,
-            urls,
-            window,
-            interval,
-            format,
-            replay,
-            record,
-        } => rt.block_on(report::report(
-            &cli.log,
-            report::ReportArgs {
-                config,
-                urls,
-                window,
-                interval,
-                format,
-                replay,
-                record,
-            },
-        )),
+        Command::Demo { duration, concurrency, interval } => rt.block_on(demo::demo(&cli.log, duration, concurrency, interval)),
+        Command::Simulate { vllm, dcgm, concurrency, capacity, model, seed, workload } => {
+            rt.block_on(simulate::simulate(&cli.log, vllm, dcgm, concurrency, capacity, model, seed, workload))
+        }
+        Command::Report { config, urls, window, interval, format, replay, record } => {
+            rt.block_on(report::report(&cli.log, report::ReportArgs { config, urls, window, interval, format, replay, record }))
+        }
     };
     // Don't wait for blocking tasks (stdin readers, DNS) on the way out.
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
@@ -105,11 +66,7 @@ pub fn load_text(origin: &str, text: &str) -> Result<Loaded, u8> {
             print_issues("warning", &refused.warnings);
             let errors = refused.errors;
             print_issues("error", &errors);
-            eprintln!(
-                "{origin}: invalid configuration ({} error{})",
-                errors.len(),
-                if errors.len() == 1 { "" } else { "s" }
-            );
+            eprintln!("{origin}: invalid configuration ({} error{})", errors.len(), if errors.len() == 1 { "" } else { "s" });
             Err(exit::CONFIG)
         }
     }
@@ -119,7 +76,7 @@ pub fn load_text(origin: &str, text: &str) -> Result<Loaded, u8> {
 pub async fn shutdown_signal() {
     #[cfg(unix)]
     {
-        use tokio::signal::unix::{SignalKind, signal};
+        use tokio::signal::unix::{signal, SignalKind};
         match signal(SignalKind::terminate()) {
             Ok(mut term) => {
                 tokio::select! {

@@ -61,13 +61,9 @@ pub fn parse_duration(s: &str) -> Result<StdDuration, String> {
             i += 1;
         }
         if start == i {
-            return Err(format!(
-                "invalid duration {s:?}: expected a number at byte {start}"
-            ));
+            return Err(format!("invalid duration {s:?}: expected a number at byte {start}"));
         }
-        let num: f64 = t[start..i]
-            .parse()
-            .map_err(|_| format!("invalid duration {s:?}: bad number"))?;
+        let num: f64 = t[start..i].parse().map_err(|_| format!("invalid duration {s:?}: bad number"))?;
         let ustart = i;
         while i < b.len() && !(b[i].is_ascii_digit() || b[i] == b'.') {
             i += 1;
@@ -83,22 +79,12 @@ pub fn parse_duration(s: &str) -> Result<StdDuration, String> {
             "d" => 86400e9,
             "w" => 7.0 * 86400e9,
             "y" => 365.0 * 86400e9,
-            "" => {
-                return Err(format!(
-                    "invalid duration {s:?}: missing unit (use ms, s, m, h)"
-                ));
-            }
-            u => {
-                return Err(format!(
-                    "invalid duration {s:?}: unknown unit {u:?} (use ms, s, m, h)"
-                ));
-            }
+            "" => return Err(format!("invalid duration {s:?}: missing unit (use ms, s, m, h)")),
+            u => return Err(format!("invalid duration {s:?}: unknown unit {u:?} (use ms, s, m, h)")),
         };
         total_ns += (num * mult) as u128;
     }
-    Ok(StdDuration::from_nanos(
-        total_ns.min(u64::MAX as u128) as u64
-    ))
+    Ok(StdDuration::from_nanos(total_ns.min(u64::MAX as u128) as u64))
 }
 
 struct DurationVisitor;
@@ -116,17 +102,11 @@ impl serde::de::Visitor<'_> for DurationVisitor {
         if n == 0 {
             Ok(Duration(StdDuration::ZERO))
         } else {
-            Err(E::custom(format!(
-                "ambiguous duration {n}: write a unit, e.g. \"{n}s\" or \"{n}ms\""
-            )))
+            Err(E::custom(format!("ambiguous duration {n}: write a unit, e.g. \"{n}s\" or \"{n}ms\"")))
         }
     }
     fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Duration, E> {
-        if n < 0 {
-            Err(E::custom(format!("negative duration {n}")))
-        } else {
-            self.visit_u64(n as u64)
-        }
+        if n < 0 { Err(E::custom(format!("negative duration {n}"))) } else { self.visit_u64(n as u64) }
     }
 }
 
@@ -148,9 +128,7 @@ pub struct ByteSize(pub u64);
 
 pub fn parse_byte_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let n: f64 = num.parse().map_err(|_| format!("invalid size {s:?}"))?;
     let mult: f64 = match unit.trim() {
@@ -161,11 +139,7 @@ pub fn parse_byte_size(s: &str) -> Result<u64, String> {
         "KiB" => 1024.0,
         "MiB" => 1024.0 * 1024.0,
         "GiB" => 1024.0 * 1024.0 * 1024.0,
-        u => {
-            return Err(format!(
-                "invalid size {s:?}: unknown unit {u:?} (use B, KB, MB, GB, KiB, MiB, GiB)"
-            ));
-        }
+        u => return Err(format!("invalid size {s:?}: unknown unit {u:?} (use B, KB, MB, GB, KiB, MiB, GiB)")),
     };
     Ok((n * mult) as u64)
 }
@@ -184,9 +158,7 @@ impl serde::de::Visitor<'_> for SizeVisitor {
         Ok(ByteSize(n))
     }
     fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<ByteSize, E> {
-        u64::try_from(n)
-            .map(ByteSize)
-            .map_err(|_| E::custom(format!("negative size {n}")))
+        u64::try_from(n).map(ByteSize).map_err(|_| E::custom(format!("negative size {n}")))
     }
 }
 
@@ -204,14 +176,8 @@ mod tests {
     fn durations() {
         assert_eq!(parse_duration("15s").unwrap(), StdDuration::from_secs(15));
         assert_eq!(parse_duration("1m30s").unwrap(), StdDuration::from_secs(90));
-        assert_eq!(
-            parse_duration("500ms").unwrap(),
-            StdDuration::from_millis(500)
-        );
-        assert_eq!(
-            parse_duration("1.5s").unwrap(),
-            StdDuration::from_millis(1500)
-        );
+        assert_eq!(parse_duration("500ms").unwrap(), StdDuration::from_millis(500));
+        assert_eq!(parse_duration("1.5s").unwrap(), StdDuration::from_millis(1500));
         assert!(parse_duration("15").is_err());
         assert!(parse_duration("15x").is_err());
         assert!(parse_duration("").is_err());

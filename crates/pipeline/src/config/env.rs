@@ -6,11 +6,7 @@
 
 use super::ConfigIssue;
 
-pub fn expand(
-    origin: &str,
-    text: &str,
-    lookup: &dyn Fn(&str) -> Option<String>,
-) -> (String, Vec<ConfigIssue>) {
+pub fn expand(origin: &str, text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> (String, Vec<ConfigIssue>) {
     let mut out = String::with_capacity(text.len());
     let mut warnings = Vec::new();
     let mut line = 1usize;
@@ -41,8 +37,7 @@ pub fn expand(
                     Some((n, d)) => (n, Some(d)),
                     None => (spec, None),
                 };
-                let valid = !name.is_empty()
-                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+                let valid = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
                 if valid && (inner.starts_with("env:") || !inner.contains(':')) {
                     match (lookup(name), default) {
                         (Some(v), None) => out.push_str(&v),
@@ -84,11 +79,7 @@ mod tests {
 
     #[test]
     fn expands_env_forms() {
-        let (s, w) = expand(
-            "f",
-            "a: ${env:KEY}\nb: ${KEY}\nc: ${env:NOPE:-dflt}\nd: $$HOME\ne: $1\nf: ${env:EMPTY:-x}",
-            &env,
-        );
+        let (s, w) = expand("f", "a: ${env:KEY}\nb: ${KEY}\nc: ${env:NOPE:-dflt}\nd: $$HOME\ne: $1\nf: ${env:EMPTY:-x}", &env);
         assert_eq!(s, "a: s3cret\nb: s3cret\nc: dflt\nd: $HOME\ne: $1\nf: x");
         assert!(w.is_empty());
     }

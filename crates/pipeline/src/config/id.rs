@@ -14,24 +14,16 @@ impl ComponentId {
             Some((k, n)) => (k, Some(n)),
             None => (s, None),
         };
-        let valid_kind =
-            !kind.is_empty() && kind.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        let valid_kind = !kind.is_empty() && kind.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
         if !valid_kind {
-            return Err(format!(
-                "invalid component id {s:?}: the type must be letters, digits or '_'"
-            ));
+            return Err(format!("invalid component id {s:?}: the type must be letters, digits or '_'"));
         }
         if let Some(n) = name {
             if n.is_empty() || n.contains('/') || n.chars().any(char::is_whitespace) {
-                return Err(format!(
-                    "invalid component id {s:?}: the name after '/' must be non-empty, without '/' or spaces"
-                ));
+                return Err(format!("invalid component id {s:?}: the name after '/' must be non-empty, without '/' or spaces"));
             }
         }
-        Ok(ComponentId {
-            kind: kind.to_string(),
-            name: name.map(str::to_string),
-        })
+        Ok(ComponentId { kind: kind.to_string(), name: name.map(str::to_string) })
     }
 }
 

@@ -19,8 +19,8 @@ use crate::processors::ProcessorConfig;
 use crate::receivers::ReceiverConfig;
 pub use duration::{ByteSize, Duration};
 pub use id::ComponentId;
-use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
@@ -79,11 +79,7 @@ impl<'de, T: ComponentKind> Deserialize<'de> for Components<T> {
         impl<'de, T: ComponentKind> Visitor<'de> for V<T> {
             type Value = Components<T>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(
-                    f,
-                    "a map of {} ids (type[/name]) to their config",
-                    T::SECTION
-                )
+                write!(f, "a map of {} ids (type[/name]) to their config", T::SECTION)
             }
             fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
                 Ok(Components(Vec::new()))
@@ -102,10 +98,7 @@ impl<'de, T: ComponentKind> Deserialize<'de> for Components<T> {
                         )));
                     }
                     if out.iter().any(|(i, _)| *i == id) {
-                        return Err(de::Error::custom(format!(
-                            "{} {key:?} is defined twice",
-                            T::SECTION
-                        )));
+                        return Err(de::Error::custom(format!("{} {key:?} is defined twice", T::SECTION)));
                     }
                     let cfg = map.next_value_seed(KindSeed::<T>(&id.kind, PhantomData))?;
                     out.push((id, cfg));
@@ -165,10 +158,7 @@ pub struct TelemetryConfig {
 
 impl Default for TelemetryConfig {
     fn default() -> Self {
-        TelemetryConfig {
-            metrics: TelemetryMetricsConfig::default(),
-            logs: TelemetryLogsConfig::default(),
-        }
+        TelemetryConfig { metrics: TelemetryMetricsConfig::default(), logs: TelemetryLogsConfig::default() }
     }
 }
 
@@ -183,10 +173,7 @@ pub struct TelemetryMetricsConfig {
 
 impl Default for TelemetryMetricsConfig {
     fn default() -> Self {
-        TelemetryMetricsConfig {
-            address: "127.0.0.1:8888".into(),
-            level: "normal".into(),
-        }
+        TelemetryMetricsConfig { address: "127.0.0.1:8888".into(), level: "normal".into() }
     }
 }
 
@@ -196,12 +183,9 @@ impl TelemetryMetricsConfig {
             return Ok(None);
         }
         let a = self.address.replace("localhost:", "127.0.0.1:");
-        a.parse::<SocketAddr>().map(Some).map_err(|e| {
-            format!(
-                "service.telemetry.metrics.address {:?}: {e} (write host:port)",
-                self.address
-            )
-        })
+        a.parse::<SocketAddr>()
+            .map(Some)
+            .map_err(|e| format!("service.telemetry.metrics.address {:?}: {e} (write host:port)", self.address))
     }
 }
 
@@ -215,10 +199,7 @@ pub struct TelemetryLogsConfig {
 
 impl Default for TelemetryLogsConfig {
     fn default() -> Self {
-        TelemetryLogsConfig {
-            level: "info".into(),
-            encoding: "console".into(),
-        }
+        TelemetryLogsConfig { level: "info".into(), encoding: "console".into() }
     }
 }
 
@@ -267,31 +248,15 @@ pub struct Refused {
 }
 
 /// Parses, expands and validates a config; `origin` names the file in messages.
-pub fn load_str(
-    origin: &str,
-    text: &str,
-    lookup: &dyn Fn(&str) -> Option<String>,
-) -> Result<Loaded, Refused> {
+pub fn load_str(origin: &str, text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, Refused> {
     let (expanded, mut warnings) = env::expand(origin, text, lookup);
     let config: Config = match serde_yaml::from_str(&expanded) {
         Ok(c) => c,
-        Err(e) => {
-            return Err(Refused {
-                errors: vec![yaml_issue(origin, &e)],
-                warnings,
-            });
-        }
+        Err(e) => return Err(Refused { errors: vec![yaml_issue(origin, &e)], warnings }),
     };
     let v = validate(origin, &expanded, &config);
     warnings.extend(v.warnings);
-    if v.errors.is_empty() {
-        Ok(Loaded { config, warnings })
-    } else {
-        Err(Refused {
-            errors: v.errors,
-            warnings,
-        })
-    }
+    if v.errors.is_empty() { Ok(Loaded { config, warnings }) } else { Err(Refused { errors: v.errors, warnings }) }
 }
 
 fn yaml_issue(origin: &str, e: &serde_yaml::Error) -> ConfigIssue {
@@ -304,13 +269,7 @@ fn yaml_issue(origin: &str, e: &serde_yaml::Error) -> ConfigIssue {
     if let Some(i) = msg.rfind(" at line ") {
         msg.truncate(i);
     }
-    ConfigIssue {
-        origin: origin.into(),
-        line,
-        column,
-        path: String::new(),
-        message: msg,
-    }
+    ConfigIssue { origin: origin.into(), line, column, path: String::new(), message: msg }
 }
 
 /// Finds where `needle` appears after the line holding `anchor`, for messages
@@ -336,16 +295,8 @@ fn find_token(line: &str, needle: &str) -> Option<usize> {
     while let Some(p) = line[from..].find(needle) {
         let s = from + p;
         let e = s + needle.len();
-        let before_ok = s == 0
-            || matches!(
-                line.as_bytes()[s - 1],
-                b' ' | b'[' | b',' | b'"' | b'\'' | b'-'
-            );
-        let after_ok = e == line.len()
-            || matches!(
-                line.as_bytes()[e],
-                b' ' | b']' | b',' | b'"' | b'\'' | b':' | b'#'
-            );
+        let before_ok = s == 0 || matches!(line.as_bytes()[s - 1], b' ' | b'[' | b',' | b'"' | b'\'' | b'-');
+        let after_ok = e == line.len() || matches!(line.as_bytes()[e], b' ' | b']' | b',' | b'"' | b'\'' | b':' | b'#');
         if before_ok && after_ok {
             return Some(s);
         }
@@ -360,13 +311,7 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
     let mut v = Validation::default();
     let issue = |path: String, message: String, needle: &str| {
         let (line, column) = locate(text, "service:", needle);
-        ConfigIssue {
-            origin: origin.into(),
-            line,
-            column,
-            path,
-            message,
-        }
+        ConfigIssue { origin: origin.into(), line, column, path, message }
     };
     if cfg.service.pipelines.is_empty() {
         v.errors.push(ConfigIssue {
@@ -374,9 +319,7 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
             line: None,
             column: None,
             path: "service.pipelines".into(),
-            message:
-                "no pipeline defined: add service.pipelines.metrics with receivers and exporters"
-                    .into(),
+            message: "no pipeline defined: add service.pipelines.metrics with receivers and exporters".into(),
         });
     }
     let mut used: Vec<(String, ComponentId)> = Vec::new();
@@ -391,29 +334,15 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
             ));
         }
         if p.receivers.is_empty() {
-            v.errors.push(issue(
-                path.clone(),
-                "must have at least one receiver".into(),
-                pname,
-            ));
+            v.errors.push(issue(path.clone(), "must have at least one receiver".into(), pname));
         }
         if p.exporters.is_empty() {
-            v.errors.push(issue(
-                path.clone(),
-                "must have at least one exporter".into(),
-                pname,
-            ));
+            v.errors.push(issue(path.clone(), "must have at least one exporter".into(), pname));
         }
         let sections: [(&str, &Vec<String>, &dyn Fn(&ComponentId) -> bool); 3] = [
-            ("receivers", &p.receivers, &|id| {
-                cfg.receivers.get(id).is_some()
-            }),
-            ("processors", &p.processors, &|id| {
-                cfg.processors.get(id).is_some()
-            }),
-            ("exporters", &p.exporters, &|id| {
-                cfg.exporters.get(id).is_some()
-            }),
+            ("receivers", &p.receivers, &|id| cfg.receivers.get(id).is_some()),
+            ("processors", &p.processors, &|id| cfg.processors.get(id).is_some()),
+            ("exporters", &p.exporters, &|id| cfg.exporters.get(id).is_some()),
         ];
         for (section, refs, exists) in sections {
             for (i, r) in refs.iter().enumerate() {
@@ -462,9 +391,7 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
                             line,
                             column,
                             path,
-                            message: format!(
-                                "authenticator {auth:?} is not defined in the extensions section"
-                            ),
+                            message: format!("authenticator {auth:?} is not defined in the extensions section"),
                         });
                     } else if !cfg.service.extensions.iter().any(|s| s == auth) {
                         let (line, column) = locate(text, "exporters:", auth);
@@ -473,9 +400,7 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
                             line,
                             column,
                             path,
-                            message: format!(
-                                "authenticator {auth:?} must also be listed in service.extensions"
-                            ),
+                            message: format!("authenticator {auth:?} must also be listed in service.extensions"),
                         });
                     }
                 }
@@ -486,13 +411,7 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
     let mut component_errors = |section: &str, id: &ComponentId, r: Result<(), String>| {
         if let Err(m) = r {
             let (line, column) = locate(text, &format!("{section}:"), &id.to_string());
-            v.errors.push(ConfigIssue {
-                origin: origin.into(),
-                line,
-                column,
-                path: format!("{section}.{id}"),
-                message: m,
-            });
+            v.errors.push(ConfigIssue { origin: origin.into(), line, column, path: format!("{section}.{id}"), message: m });
         }
     };
     for (id, c) in &cfg.receivers.0 {
@@ -508,13 +427,7 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
         component_errors("extensions", id, c.validate());
     }
     if let Err(m) = cfg.service.telemetry.metrics.socket_addr() {
-        v.errors.push(ConfigIssue {
-            origin: origin.into(),
-            line: None,
-            column: None,
-            path: String::new(),
-            message: m,
-        });
+        v.errors.push(ConfigIssue { origin: origin.into(), line: None, column: None, path: String::new(), message: m });
     }
     let unused = |section: &str, ids: Vec<&ComponentId>| -> Vec<ConfigIssue> {
         ids.into_iter()
@@ -526,20 +439,14 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
                     line,
                     column,
                     path: format!("{section}.{id}"),
-                    message: format!(
-                        "{section} {id} is defined but not used in any pipeline; it will not run"
-                    ),
+                    message: format!("{section} {id} is defined but not used in any pipeline; it will not run"),
                 }
             })
             .collect()
     };
-    v.warnings
-        .extend(unused("receivers", cfg.receivers.ids().collect()));
-    v.warnings
-        .extend(unused("processors", cfg.processors.ids().collect()));
-    v.warnings
-        .extend(unused("exporters", cfg.exporters.ids().collect()));
-    v.warnings
-        .extend(unused("extensions", cfg.extensions.ids().collect()));
+    v.warnings.extend(unused("receivers", cfg.receivers.ids().collect()));
+    v.warnings.extend(unused("processors", cfg.processors.ids().collect()));
+    v.warnings.extend(unused("exporters", cfg.exporters.ids().collect()));
+    v.warnings.extend(unused("extensions", cfg.extensions.ids().collect()));
     v
 }

@@ -5,7 +5,7 @@ pub mod debug;
 pub mod prometheusremotewrite;
 pub mod shared;
 
-use crate::config::{ComponentKind, or_default};
+use crate::config::{or_default, ComponentKind};
 use serde::Deserializer;
 
 #[derive(Debug)]
@@ -19,13 +19,9 @@ impl ComponentKind for ExporterConfig {
     const KNOWN: &'static [&'static str] = &["prometheusremotewrite", "debug"];
     fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
         match kind {
-            "prometheusremotewrite" => Ok(ExporterConfig::PrometheusRemoteWrite(
-                serde::Deserialize::deserialize(d)?,
-            )),
+            "prometheusremotewrite" => Ok(ExporterConfig::PrometheusRemoteWrite(serde::Deserialize::deserialize(d)?)),
             "debug" => Ok(ExporterConfig::Debug(or_default(d)?)),
-            other => Err(serde::de::Error::custom(format!(
-                "unknown exporter type {other:?}"
-            ))),
+            other => Err(serde::de::Error::custom(format!("unknown exporter type {other:?}"))),
         }
     }
 }
@@ -41,9 +37,7 @@ impl ExporterConfig {
     /// The `auth.authenticator` extension id, when the exporter uses one.
     pub fn authenticator(&self) -> Option<&str> {
         match self {
-            ExporterConfig::PrometheusRemoteWrite(c) => {
-                c.auth.as_ref().map(|a| a.authenticator.as_str())
-            }
+            ExporterConfig::PrometheusRemoteWrite(c) => c.auth.as_ref().map(|a| a.authenticator.as_str()),
             ExporterConfig::Debug(_) => None,
         }
     }

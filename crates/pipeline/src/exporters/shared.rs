@@ -51,14 +51,11 @@ impl RetryConfig {
 
     /// The wait before attempt `n` (n = 1 is the first retry), with jitter.
     pub fn backoff(&self, n: u32) -> std::time::Duration {
-        let base = self.initial_interval.get().as_secs_f64()
-            * self.multiplier.powi(n.saturating_sub(1) as i32);
+        let base = self.initial_interval.get().as_secs_f64() * self.multiplier.powi(n.saturating_sub(1) as i32);
         let capped = base.min(self.max_interval.get().as_secs_f64());
         let r = self.randomization_factor;
         let jitter = 1.0 - r + 2.0 * r * rand::random::<f64>();
-        std::time::Duration::from_secs_f64(
-            (capped * jitter).min(self.max_interval.get().as_secs_f64()),
-        )
+        std::time::Duration::from_secs_f64((capped * jitter).min(self.max_interval.get().as_secs_f64()))
     }
 }
 
@@ -75,11 +72,7 @@ pub struct QueueConfig {
 
 impl Default for QueueConfig {
     fn default() -> Self {
-        QueueConfig {
-            enabled: true,
-            num_consumers: 5,
-            queue_size: 1000,
-        }
+        QueueConfig { enabled: true, num_consumers: 5, queue_size: 1000 }
     }
 }
 
@@ -134,10 +127,7 @@ pub fn retry_after(v: &str) -> Option<std::time::Duration> {
         return Some(std::time::Duration::from_secs(s));
     }
     let t = httpdate::parse_http_date(v).ok()?;
-    Some(
-        t.duration_since(std::time::SystemTime::now())
-            .unwrap_or_default(),
-    )
+    Some(t.duration_since(std::time::SystemTime::now()).unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -146,10 +136,7 @@ mod tests {
 
     #[test]
     fn backoff_grows_and_caps() {
-        let r = RetryConfig {
-            randomization_factor: 0.0,
-            ..Default::default()
-        };
+        let r = RetryConfig { randomization_factor: 0.0, ..Default::default() };
         assert_eq!(r.backoff(1).as_millis(), 50);
         assert_eq!(r.backoff(2).as_millis(), 75);
         assert_eq!(r.backoff(100), std::time::Duration::from_secs(30));
@@ -158,9 +145,7 @@ mod tests {
     #[test]
     fn retry_after_forms() {
         assert_eq!(retry_after("3"), Some(std::time::Duration::from_secs(3)));
-        let future = httpdate::fmt_http_date(
-            std::time::SystemTime::now() + std::time::Duration::from_secs(100),
-        );
+        let future = httpdate::fmt_http_date(std::time::SystemTime::now() + std::time::Duration::from_secs(100));
         let d = retry_after(&future).unwrap();
         assert!(d.as_secs() >= 98 && d.as_secs() <= 100, "{d:?}");
         assert_eq!(retry_after("soon"), None);

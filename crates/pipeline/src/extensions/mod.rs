@@ -1,7 +1,7 @@
 //! Extensions: `basicauth` and `bearertokenauth` (client side, as in the
 //! Collector) that exporters reference with `auth.authenticator`.
 
-use crate::config::{ComponentKind, or_default};
+use crate::config::{or_default, ComponentKind};
 use crate::http::read_secret_file;
 use reqwest::header::HeaderValue;
 use serde::{Deserialize, Deserializer};
@@ -34,12 +34,7 @@ pub struct BearerTokenAuthConfig {
 
 impl Default for BearerTokenAuthConfig {
     fn default() -> Self {
-        BearerTokenAuthConfig {
-            scheme: "Bearer".into(),
-            token: None,
-            filename: None,
-            header: "Authorization".into(),
-        }
+        BearerTokenAuthConfig { scheme: "Bearer".into(), token: None, filename: None, header: "Authorization".into() }
     }
 }
 
@@ -56,9 +51,7 @@ impl ComponentKind for ExtensionConfig {
         match kind {
             "basicauth" => Ok(ExtensionConfig::BasicAuth(or_default(d)?)),
             "bearertokenauth" => Ok(ExtensionConfig::BearerTokenAuth(or_default(d)?)),
-            other => Err(serde::de::Error::custom(format!(
-                "unknown extension type {other:?}"
-            ))),
+            other => Err(serde::de::Error::custom(format!("unknown extension type {other:?}"))),
         }
     }
 }
@@ -67,18 +60,12 @@ impl ExtensionConfig {
     pub fn validate(&self) -> Result<(), String> {
         match self {
             ExtensionConfig::BasicAuth(c) => match &c.client_auth {
-                None => Err(
-                    "basicauth: client_auth (username, password) is required for exporters".into(),
-                ),
-                Some(a) if a.username.is_empty() => {
-                    Err("basicauth: client_auth.username must not be empty".into())
-                }
+                None => Err("basicauth: client_auth (username, password) is required for exporters".into()),
+                Some(a) if a.username.is_empty() => Err("basicauth: client_auth.username must not be empty".into()),
                 Some(_) => Ok(()),
             },
             ExtensionConfig::BearerTokenAuth(c) => match (&c.token, &c.filename) {
-                (Some(_), Some(_)) => {
-                    Err("bearertokenauth: set either token or filename, not both".into())
-                }
+                (Some(_), Some(_)) => Err("bearertokenauth: set either token or filename, not both".into()),
                 (None, None) => Err("bearertokenauth: token or filename is required".into()),
                 _ => Ok(()),
             },
@@ -90,9 +77,7 @@ impl ExtensionConfig {
         let (name, v) = match self {
             ExtensionConfig::BasicAuth(c) => {
                 let a = c.client_auth.clone().unwrap_or_default();
-                let enc = crate::receivers::prometheus::scrape::base64_encode(
-                    format!("{}:{}", a.username, a.password).as_bytes(),
-                );
+                let enc = crate::receivers::prometheus::scrape::base64_encode(format!("{}:{}", a.username, a.password).as_bytes());
                 ("Authorization".to_string(), format!("Basic {enc}"))
             }
             ExtensionConfig::BearerTokenAuth(c) => {
@@ -101,17 +86,11 @@ impl ExtensionConfig {
                     (Some(t), None) => t.clone(),
                     (None, None) => String::new(),
                 };
-                let v = if c.scheme.is_empty() {
-                    token
-                } else {
-                    format!("{} {token}", c.scheme)
-                };
+                let v = if c.scheme.is_empty() { token } else { format!("{} {token}", c.scheme) };
                 (c.header.clone(), v)
             }
         };
-        let mut hv = HeaderValue::from_str(&v).map_err(|_| {
-            "credentials contain characters not allowed in an HTTP header".to_string()
-        })?;
+        let mut hv = HeaderValue::from_str(&v).map_err(|_| "credentials contain characters not allowed in an HTTP header".to_string())?;
         hv.set_sensitive(true);
         Ok((name, hv))
     }

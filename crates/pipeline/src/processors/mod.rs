@@ -4,7 +4,7 @@
 pub mod batch;
 pub mod inference;
 
-use crate::config::{ComponentKind, or_default};
+use crate::config::{or_default, ComponentKind};
 use serde::Deserializer;
 
 #[derive(Debug)]
@@ -20,9 +20,7 @@ impl ComponentKind for ProcessorConfig {
         match kind {
             "batch" => Ok(ProcessorConfig::Batch(or_default(d)?)),
             "inference" => Ok(ProcessorConfig::Inference(or_default(d)?)),
-            other => Err(serde::de::Error::custom(format!(
-                "unknown processor type {other:?}"
-            ))),
+            other => Err(serde::de::Error::custom(format!("unknown processor type {other:?}"))),
         }
     }
 }

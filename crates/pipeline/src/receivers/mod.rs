@@ -3,7 +3,7 @@
 
 pub mod prometheus;
 
-use crate::config::{ComponentKind, or_default};
+use crate::config::{or_default, ComponentKind};
 use serde::Deserializer;
 
 #[derive(Debug)]
@@ -17,9 +17,7 @@ impl ComponentKind for ReceiverConfig {
     fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
         match kind {
             "prometheus" => Ok(ReceiverConfig::Prometheus(or_default(d)?)),
-            other => Err(serde::de::Error::custom(format!(
-                "unknown receiver type {other:?}"
-            ))),
+            other => Err(serde::de::Error::custom(format!("unknown receiver type {other:?}"))),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! `normal` adds one line per series, `detailed` adds HELP/TYPE metadata.
 
 use crate::consumer::{BoxFuture, Consumer};
-use infertel_model::{Batch, is_stale_nan};
+use infertel_model::{is_stale_nan, Batch};
 use serde::Deserialize;
 use std::io::Write;
 
@@ -39,11 +39,7 @@ impl Consumer for DebugExporter {
             }
             for s in &batch.series {
                 for p in &s.samples {
-                    let v = if is_stale_nan(p.value) {
-                        "stale".to_string()
-                    } else {
-                        p.value.to_string()
-                    };
+                    let v = if is_stale_nan(p.value) { "stale".to_string() } else { p.value.to_string() };
                     let _ = writeln!(out, "{} {} @{}", s.labels, v, p.timestamp_ms);
                 }
             }

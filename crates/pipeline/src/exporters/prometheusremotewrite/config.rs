@@ -7,12 +7,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// Headers the protocol owns; user `headers` may not override them.
-pub const RESERVED_HEADERS: &[&str] = &[
-    "content-encoding",
-    "content-type",
-    "x-prometheus-remote-write-version",
-    "user-agent",
-];
+pub const RESERVED_HEADERS: &[&str] = &["content-encoding", "content-type", "x-prometheus-remote-write-version", "user-agent"];
 
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
@@ -50,50 +45,31 @@ fn default_max_batch() -> ByteSize {
 
 impl RemoteWriteConfig {
     pub fn validate(&self) -> Result<(), String> {
-        let url = url::Url::parse(&self.endpoint)
-            .map_err(|e| format!("endpoint {:?}: {e}", self.endpoint))?;
+        let url = url::Url::parse(&self.endpoint).map_err(|e| format!("endpoint {:?}: {e}", self.endpoint))?;
         if url.scheme() != "http" && url.scheme() != "https" {
-            return Err(format!(
-                "endpoint {:?}: scheme must be http or https",
-                self.endpoint
-            ));
+            return Err(format!("endpoint {:?}: scheme must be http or https", self.endpoint));
         }
         if url.host_str().is_none_or(str::is_empty) {
             return Err(format!("endpoint {:?}: no host", self.endpoint));
         }
         for k in self.headers.keys() {
             if RESERVED_HEADERS.contains(&k.to_ascii_lowercase().as_str()) {
-                return Err(format!(
-                    "headers: {k:?} is set by the remote-write protocol and cannot be overridden"
-                ));
+                return Err(format!("headers: {k:?} is set by the remote-write protocol and cannot be overridden"));
             }
-            reqwest::header::HeaderName::from_bytes(k.as_bytes())
-                .map_err(|_| format!("headers: {k:?} is not a valid header name"))?;
+            reqwest::header::HeaderName::from_bytes(k.as_bytes()).map_err(|_| format!("headers: {k:?} is not a valid header name"))?;
         }
         for (k, v) in &self.headers {
-            reqwest::header::HeaderValue::from_str(v).map_err(|_| {
-                format!("headers: value of {k:?} has characters not allowed in a header")
-            })?;
+            reqwest::header::HeaderValue::from_str(v).map_err(|_| format!("headers: value of {k:?} has characters not allowed in a header"))?;
         }
         if self.max_batch_size_bytes.0 == 0 {
             return Err("max_batch_size_bytes must be greater than 0".into());
         }
-        if self.auth.is_some()
-            && self
-                .headers
-                .keys()
-                .any(|k| k.eq_ignore_ascii_case("authorization"))
-        {
-            return Err(
-                "set either auth.authenticator or an Authorization header, not both".into(),
-            );
+        if self.auth.is_some() && self.headers.keys().any(|k| k.eq_ignore_ascii_case("authorization")) {
+            return Err("set either auth.authenticator or an Authorization header, not both".into());
         }
         self.retry_on_failure.validate()?;
         self.sending_queue.validate()?;
-        self.tls
-            .settings()
-            .validate()
-            .map_err(|e| format!("tls: {e}"))?;
+        self.tls.settings().validate().map_err(|e| format!("tls: {e}"))?;
         Ok(())
     }
 }

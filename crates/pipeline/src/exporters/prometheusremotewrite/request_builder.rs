@@ -4,7 +4,7 @@
 //! with the reusable remote-write encoder (protobuf + snappy block format).
 
 use infertel_model::{Label, Labels, Metadata, Series};
-use infertel_remote_write::{Encoder, series_size};
+use infertel_remote_write::{series_size, Encoder};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,13 +27,7 @@ const METADATA_EVERY: Duration = Duration::from_secs(60);
 
 impl RequestBuilder {
     pub fn new(max_bytes: usize, send_metadata: bool, external: Vec<Label>) -> Self {
-        RequestBuilder {
-            max_bytes,
-            send_metadata,
-            external,
-            encoder: Encoder::new(),
-            metadata_sent: HashMap::new(),
-        }
+        RequestBuilder { max_bytes, send_metadata, external, encoder: Encoder::new(), metadata_sent: HashMap::new() }
     }
 
     fn fresh_metadata(&mut self, metadata: &[Metadata]) -> Vec<Metadata> {
@@ -48,8 +42,7 @@ impl RequestBuilder {
                 None => true,
             };
             if due && !out.iter().any(|o: &Metadata| o.family == m.family) {
-                self.metadata_sent
-                    .insert(m.family.clone(), (m.clone(), now));
+                self.metadata_sent.insert(m.family.clone(), (m.clone(), now));
                 out.push(m.clone());
             }
         }
@@ -63,11 +56,7 @@ impl RequestBuilder {
         series
             .into_iter()
             .map(|mut s| {
-                let missing: Vec<&Label> = self
-                    .external
-                    .iter()
-                    .filter(|e| s.labels.get(&e.name).is_none())
-                    .collect();
+                let missing: Vec<&Label> = self.external.iter().filter(|e| s.labels.get(&e.name).is_none()).collect();
                 if !missing.is_empty() {
                     let mut v: Vec<Label> = s.labels.iter().cloned().collect();
                     v.extend(missing.into_iter().cloned());

@@ -6,10 +6,10 @@
 //! the receiver's own words.
 
 use super::request_builder::Request;
-use crate::exporters::shared::{RetryConfig, retry_after};
+use crate::exporters::shared::{retry_after, RetryConfig};
 use crate::extensions::ExtensionConfig;
 use crate::http::describe_error;
-use crate::telemetry::{Counter, DURATION_BOUNDS, Histogram, Telemetry};
+use crate::telemetry::{Counter, Histogram, Telemetry, DURATION_BOUNDS};
 use infertel_remote_write::{CONTENT_ENCODING, CONTENT_TYPE, VERSION, VERSION_HEADER};
 use reqwest::header::{HeaderMap, HeaderName};
 use std::sync::Arc;
@@ -51,20 +51,12 @@ fn snippet(body: &str) -> String {
 pub fn explain_status(status: u16, endpoint: &str) -> &'static str {
     let es = endpoint.contains("/_prometheus/");
     match status {
-        400 => {
-            "the receiver rejected the data as invalid (out-of-order or duplicate samples, bad labels)"
-        }
+        400 => "the receiver rejected the data as invalid (out-of-order or duplicate samples, bad labels)",
         401 => "credentials were rejected: check the Authorization header or authenticator",
-        403 if es => {
-            "authenticated but not allowed to write: the Elasticsearch API key needs write privileges on the metrics-* data streams"
-        }
+        403 if es => "authenticated but not allowed to write: the Elasticsearch API key needs write privileges on the metrics-* data streams",
         403 => "authenticated but not allowed to write: the credentials lack write permission",
-        404 if es => {
-            "nothing at this URL: remote write lives on the Elasticsearch API host (not the OTLP/ingest host), under /_prometheus/..."
-        }
-        404 => {
-            "nothing at this URL: wrong host or path (Prometheus needs --web.enable-remote-write-receiver and /api/v1/write)"
-        }
+        404 if es => "nothing at this URL: remote write lives on the Elasticsearch API host (not the OTLP/ingest host), under /_prometheus/...",
+        404 => "nothing at this URL: wrong host or path (Prometheus needs --web.enable-remote-write-receiver and /api/v1/write)",
         405 => "the URL does not accept POST: wrong path",
         413 => "request too large: lower max_batch_size_bytes",
         415 => "the receiver does not accept Remote-Write 1.0 protobuf+snappy",
@@ -88,16 +80,7 @@ impl RemoteWriteService {
             &[("exporter", &exporter)],
             DURATION_BOUNDS,
         );
-        RemoteWriteService {
-            exporter,
-            endpoint,
-            client,
-            headers,
-            auth,
-            retry,
-            telemetry,
-            send_duration,
-        }
+        RemoteWriteService { exporter, endpoint, client, headers, auth, retry, telemetry, send_duration }
     }
 
     fn failed(&self, status: &str) -> Arc<Counter> {
@@ -108,11 +91,7 @@ impl RemoteWriteService {
         )
     }
 
-    async fn attempt(
-        &self,
-        req: &Request,
-        attempt: u32,
-    ) -> Result<reqwest::Response, reqwest::Error> {
+    async fn attempt(&self, req: &Request, attempt: u32) -> Result<reqwest::Response, reqwest::Error> {
         let mut r = self
             .client
             .post(&self.endpoint)
@@ -150,11 +129,7 @@ impl RemoteWriteService {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
                     self.failed(&status.to_string()).inc();
-                    wait_hint = resp
-                        .headers()
-                        .get(reqwest::header::RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(retry_after);
+                    wait_hint = resp.headers().get(reqwest::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(retry_after);
                     let body = resp.text().await.unwrap_or_default();
                     let retryable = status == 429 || status >= 500;
                     if !retryable {
@@ -167,8 +142,7 @@ impl RemoteWriteService {
                     tracing::warn!(exporter = %self.exporter, status, attempt, "remote write failed, will retry: {}", snippet(&body));
                 }
                 Err(e) => {
-                    self.failed(if e.is_timeout() { "timeout" } else { "network" })
-                        .inc();
+                    self.failed(if e.is_timeout() { "timeout" } else { "network" }).inc();
                     tracing::warn!(exporter = %self.exporter, endpoint = %self.endpoint, attempt, "remote write failed, will retry: {}", describe_error(&e));
                 }
             }
@@ -177,12 +151,7 @@ impl RemoteWriteService {
                 return Outcome::Dropped("retry_disabled");
             }
             attempt += 1;
-            let wait = wait_hint
-                .map(|h| {
-                    h.min(self.retry.max_interval.get())
-                        .max(self.retry.backoff(attempt))
-                })
-                .unwrap_or_else(|| self.retry.backoff(attempt));
+            let wait = wait_hint.map(|h| h.min(self.retry.max_interval.get()).max(self.retry.backoff(attempt))).unwrap_or_else(|| self.retry.backoff(attempt));
             let max = self.retry.max_elapsed_time.get();
             if !max.is_zero() && started.elapsed() + wait > max {
                 tracing::error!(

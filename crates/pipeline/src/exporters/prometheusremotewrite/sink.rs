@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tokio::sync::{Notify, watch};
+use tokio::sync::{watch, Notify};
 
 struct Shard {
     queue: Mutex<VecDeque<Batch>>,
@@ -38,20 +38,13 @@ pub struct RemoteWriteExporter {
 }
 
 impl RemoteWriteExporter {
-    pub fn new(
-        id: String,
-        cfg: RemoteWriteConfig,
-        auth: Option<ExtensionConfig>,
-        telemetry: Telemetry,
-    ) -> Result<Arc<Self>, String> {
+    pub fn new(id: String, cfg: RemoteWriteConfig, auth: Option<ExtensionConfig>, telemetry: Telemetry) -> Result<Arc<Self>, String> {
         cfg.validate()?;
         let client = crate::http::build_client(&cfg.tls.settings(), Some(cfg.timeout.get()))?;
         let mut headers = HeaderMap::new();
         for (k, v) in &cfg.headers {
-            let name = HeaderName::from_bytes(k.as_bytes())
-                .map_err(|_| format!("headers: invalid name {k:?}"))?;
-            let mut value = HeaderValue::from_str(v)
-                .map_err(|_| format!("headers: invalid value for {k:?}"))?;
+            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| format!("headers: invalid name {k:?}"))?;
+            let mut value = HeaderValue::from_str(v).map_err(|_| format!("headers: invalid value for {k:?}"))?;
             if name == reqwest::header::AUTHORIZATION {
                 value.set_sensitive(true);
             }
@@ -66,44 +59,16 @@ impl RemoteWriteExporter {
             cfg.retry_on_failure.clone(),
             telemetry.clone(),
         ));
-        let n = if cfg.sending_queue.enabled {
-            cfg.sending_queue.num_consumers
-        } else {
-            1
-        };
-        let per_shard = if cfg.sending_queue.enabled {
-            cfg.sending_queue.queue_size.div_ceil(n).max(1)
-        } else {
-            1
-        };
-        let shards = (0..n)
-            .map(|_| {
-                Arc::new(Shard {
-                    queue: Mutex::new(VecDeque::new()),
-                    notify: Notify::new(),
-                    cap: per_shard,
-                })
-            })
-            .collect();
+        let n = if cfg.sending_queue.enabled { cfg.sending_queue.num_consumers } else { 1 };
+        let per_shard = if cfg.sending_queue.enabled { cfg.sending_queue.queue_size.div_ceil(n).max(1) } else { 1 };
+        let shards = (0..n).map(|_| Arc::new(Shard { queue: Mutex::new(VecDeque::new()), notify: Notify::new(), cap: per_shard })).collect();
         let l = [("exporter", id.as_str())];
         telemetry
-            .gauge(
-                "infertel_exporter_queue_capacity",
-                "Batches the sending queue can hold.",
-                &l,
-            )
+            .gauge("infertel_exporter_queue_capacity", "Batches the sending queue can hold.", &l)
             .set((per_shard * n) as f64);
         Ok(Arc::new(RemoteWriteExporter {
-            sent: telemetry.counter(
-                "infertel_exporter_sent_samples_total",
-                "Samples the backend accepted.",
-                &l,
-            ),
-            queue_size: telemetry.gauge(
-                "infertel_exporter_queue_size",
-                "Batches waiting in the sending queue.",
-                &l,
-            ),
+            sent: telemetry.counter("infertel_exporter_sent_samples_total", "Samples the backend accepted.", &l),
+            queue_size: telemetry.gauge("infertel_exporter_queue_size", "Batches waiting in the sending queue.", &l),
             queued: Arc::new(AtomicI64::new(0)),
             telemetry,
             shards,
@@ -123,11 +88,7 @@ impl RemoteWriteExporter {
     }
 
     fn external(&self) -> Vec<Label> {
-        self.cfg
-            .external_labels
-            .iter()
-            .map(|(k, v)| Label::new(k.as_str(), v.as_str()))
-            .collect()
+        self.cfg.external_labels.iter().map(|(k, v)| Label::new(k.as_str(), v.as_str())).collect()
     }
 
     fn push(&self, shard: usize, batch: Batch) {
@@ -192,11 +153,7 @@ impl RemoteWriteExporter {
             let mut stop = stop.clone();
             tasks.push(tokio::spawn(async move {
                 let shard = me.shards[i].clone();
-                let mut builder = RequestBuilder::new(
-                    me.cfg.max_batch_size_bytes.0 as usize,
-                    me.cfg.send_metadata,
-                    me.external(),
-                );
+                let mut builder = RequestBuilder::new(me.cfg.max_batch_size_bytes.0 as usize, me.cfg.send_metadata, me.external());
                 loop {
                     if let Some(b) = me.pop_all(&shard) {
                         me.deliver(&mut builder, b).await;
@@ -235,11 +192,7 @@ impl Consumer for RemoteWriteExporter {
     fn consume(&self, batch: Batch) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             if !self.cfg.sending_queue.enabled {
-                let mut builder = RequestBuilder::new(
-                    self.cfg.max_batch_size_bytes.0 as usize,
-                    self.cfg.send_metadata,
-                    self.external(),
-                );
+                let mut builder = RequestBuilder::new(self.cfg.max_batch_size_bytes.0 as usize, self.cfg.send_metadata, self.external());
                 self.deliver(&mut builder, batch).await;
                 return;
             }
@@ -254,19 +207,9 @@ impl Consumer for RemoteWriteExporter {
             }
             let mut metadata = Some(batch.metadata);
             for (i, series) in parts.into_iter().enumerate() {
-                let md = if i == 0 {
-                    metadata.take().unwrap_or_default()
-                } else {
-                    Vec::new()
-                };
+                let md = if i == 0 { metadata.take().unwrap_or_default() } else { Vec::new() };
                 if !series.is_empty() || !md.is_empty() {
-                    self.push(
-                        i,
-                        Batch {
-                            series,
-                            metadata: md,
-                        },
-                    );
+                    self.push(i, Batch { series, metadata: md });
                 }
             }
         })

@@ -7,7 +7,7 @@ use crate::consumer::{BoxFuture, Consumer};
 use infertel_model::Batch;
 use serde::Deserialize;
 use std::sync::{Arc, Mutex};
-use tokio::sync::{Notify, watch};
+use tokio::sync::{watch, Notify};
 
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields, default)]
@@ -22,11 +22,7 @@ pub struct BatchConfig {
 
 impl Default for BatchConfig {
     fn default() -> Self {
-        BatchConfig {
-            send_batch_size: 8192,
-            send_batch_max_size: 0,
-            timeout: Duration::from_millis(200),
-        }
+        BatchConfig { send_batch_size: 8192, send_batch_max_size: 0, timeout: Duration::from_millis(200) }
     }
 }
 
@@ -51,12 +47,7 @@ pub struct BatchProcessor {
 
 impl BatchProcessor {
     pub fn new(cfg: BatchConfig, next: Arc<dyn Consumer>) -> Arc<Self> {
-        Arc::new(BatchProcessor {
-            cfg,
-            buf: Mutex::new(Batch::default()),
-            next,
-            first_buffered: Notify::new(),
-        })
+        Arc::new(BatchProcessor { cfg, buf: Mutex::new(Batch::default()), next, first_buffered: Notify::new() })
     }
 
     fn take(&self) -> Batch {
@@ -73,10 +64,7 @@ impl BatchProcessor {
         }
         // Split, keeping every series whole.
         let metadata = std::mem::take(&mut batch.metadata);
-        let mut part = Batch {
-            series: Vec::new(),
-            metadata,
-        };
+        let mut part = Batch { series: Vec::new(), metadata };
         let mut n = 0;
         for s in batch.series {
             if n > 0 && n + s.samples.len() > max {
@@ -124,11 +112,7 @@ impl Consumer for BatchProcessor {
                 if was_empty {
                     self.first_buffered.notify_one();
                 }
-                if buf.sample_count() >= self.cfg.send_batch_size {
-                    Some(std::mem::take(&mut *buf))
-                } else {
-                    None
-                }
+                if buf.sample_count() >= self.cfg.send_batch_size { Some(std::mem::take(&mut *buf)) } else { None }
             };
             if let Some(b) = full {
                 self.send(b).await;
@@ -153,13 +137,7 @@ mod tests {
     fn batch(n: usize) -> Batch {
         Batch {
             series: (0..n)
-                .map(|i| Series {
-                    labels: Labels::from_pairs([("__name__", "x"), ("i", &i.to_string())]),
-                    samples: vec![Sample {
-                        timestamp_ms: 1,
-                        value: 1.0,
-                    }],
-                })
+                .map(|i| Series { labels: Labels::from_pairs([("__name__", "x"), ("i", &i.to_string())]), samples: vec![Sample { timestamp_ms: 1, value: 1.0 }] })
                 .collect(),
             metadata: vec![],
         }
@@ -168,11 +146,7 @@ mod tests {
     #[tokio::test]
     async fn sends_on_size_and_on_timeout_and_on_stop() {
         let c = Arc::new(Collect(Mutex::new(vec![])));
-        let cfg = BatchConfig {
-            send_batch_size: 10,
-            send_batch_max_size: 10,
-            timeout: Duration::from_millis(50),
-        };
+        let cfg = BatchConfig { send_batch_size: 10, send_batch_max_size: 10, timeout: Duration::from_millis(50) };
         let p = BatchProcessor::new(cfg, c.clone());
         let (tx, rx) = watch::channel(false);
         let h = tokio::spawn(p.clone().run(rx));

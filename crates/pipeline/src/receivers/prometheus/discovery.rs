@@ -28,11 +28,7 @@ pub fn static_groups(sc: &ScrapeConfig) -> Vec<TargetGroup> {
     sc.static_configs
         .iter()
         .enumerate()
-        .map(|(i, s)| TargetGroup {
-            source: format!("static/{i}"),
-            targets: s.targets.clone(),
-            labels: s.labels.clone(),
-        })
+        .map(|(i, s)| TargetGroup { source: format!("static/{i}"), targets: s.targets.clone(), labels: s.labels.clone() })
         .collect()
 }
 
@@ -67,18 +63,11 @@ fn expand_pattern(pattern: &str) -> Vec<PathBuf> {
     if !name.contains(['*', '?']) {
         return vec![path.to_path_buf()];
     }
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok())
-                .filter(|e| {
-                    e.file_name()
-                        .to_str()
-                        .is_some_and(|n| wildcard_match(name, n))
-                })
+                .filter(|e| e.file_name().to_str().is_some_and(|n| wildcard_match(name, n)))
                 .map(|e| e.path())
                 .collect()
         })
@@ -94,30 +83,19 @@ pub fn read_file_sd(cfg: &FileSdConfig) -> Result<Vec<TargetGroup>, String> {
     let mut groups = Vec::new();
     for pattern in &cfg.files {
         for file in expand_pattern(pattern) {
-            let text = std::fs::read_to_string(&file)
-                .map_err(|e| format!("file_sd {}: {e}", file.display()))?;
+            let text = std::fs::read_to_string(&file).map_err(|e| format!("file_sd {}: {e}", file.display()))?;
             let ext = file.extension().and_then(|e| e.to_str()).unwrap_or("");
             let parsed: Vec<FileGroup> = match ext {
-                "json" => serde_json::from_str(&text)
-                    .map_err(|e| format!("file_sd {}: {e}", file.display()))?,
+                "json" => serde_json::from_str(&text).map_err(|e| format!("file_sd {}: {e}", file.display()))?,
                 "yml" | "yaml" => serde_yaml::from_str::<Option<Vec<FileGroup>>>(&text)
                     .map_err(|e| format!("file_sd {}: {e}", file.display()))?
                     .unwrap_or_default(),
-                _ => {
-                    return Err(format!(
-                        "file_sd {}: unknown extension (use .json, .yml or .yaml)",
-                        file.display()
-                    ));
-                }
+                _ => return Err(format!("file_sd {}: unknown extension (use .json, .yml or .yaml)", file.display())),
             };
             for (i, g) in parsed.into_iter().enumerate() {
                 let mut labels = g.labels;
                 labels.insert("__meta_filepath".into(), file.display().to_string());
-                groups.push(TargetGroup {
-                    source: format!("{}:{i}", file.display()),
-                    targets: g.targets,
-                    labels,
-                });
+                groups.push(TargetGroup { source: format!("{}:{i}", file.display()), targets: g.targets, labels });
             }
         }
     }
@@ -139,16 +117,9 @@ mod tests {
     #[test]
     fn reads_json_and_yaml() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("a.json"),
-            r#"[{"targets":["h:1"],"labels":{"env":"x"}}]"#,
-        )
-        .unwrap();
+        std::fs::write(dir.path().join("a.json"), r#"[{"targets":["h:1"],"labels":{"env":"x"}}]"#).unwrap();
         std::fs::write(dir.path().join("b.yml"), "- targets: [h:2]\n").unwrap();
-        let cfg = FileSdConfig {
-            files: vec![format!("{}/*", dir.path().display())],
-            refresh_interval: Duration::from_secs(1),
-        };
+        let cfg = FileSdConfig { files: vec![format!("{}/*", dir.path().display())], refresh_interval: Duration::from_secs(1) };
         let g = read_file_sd(&cfg).unwrap();
         assert_eq!(g.len(), 2);
         assert_eq!(g[0].targets, ["h:1"]);
@@ -161,10 +132,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("bad.json");
         std::fs::write(&p, "{not json").unwrap();
-        let cfg = FileSdConfig {
-            files: vec![p.display().to_string()],
-            refresh_interval: Duration::from_secs(1),
-        };
+        let cfg = FileSdConfig { files: vec![p.display().to_string()], refresh_interval: Duration::from_secs(1) };
         let e = read_file_sd(&cfg).unwrap_err();
         assert!(e.contains("bad.json"), "{e}");
     }

@@ -4,9 +4,9 @@
 //! markers) when a target disappears from discovery.
 
 use super::config::{GlobalConfig, PrometheusConfig, ScrapeConfig};
-use super::discovery::{TargetGroup, read_file_sd, static_groups};
+use super::discovery::{read_file_sd, static_groups, TargetGroup};
 use super::scrape::{JobSettings, ScrapeAuth, ScrapeLoop};
-use super::target::{Populated, Target, populate};
+use super::target::{populate, Populated, Target};
 use crate::consumer::Consumer;
 use crate::telemetry::Telemetry;
 use infertel_model::{Label, Labels};
@@ -27,29 +27,13 @@ struct Running {
     handle: JoinHandle<()>,
 }
 
-fn job_settings(
-    receiver: &str,
-    sc: &ScrapeConfig,
-    g: &GlobalConfig,
-) -> Result<JobSettings, String> {
+fn job_settings(receiver: &str, sc: &ScrapeConfig, g: &GlobalConfig) -> Result<JobSettings, String> {
     let auth = if let Some(b) = &sc.basic_auth {
-        ScrapeAuth::Basic {
-            username: b.username.clone(),
-            password: b.password.clone(),
-            password_file: b.password_file.clone(),
-        }
+        ScrapeAuth::Basic { username: b.username.clone(), password: b.password.clone(), password_file: b.password_file.clone() }
     } else if let Some(a) = &sc.authorization {
-        ScrapeAuth::Token {
-            scheme: a.kind.clone(),
-            credentials: a.credentials.clone(),
-            credentials_file: a.credentials_file.clone(),
-        }
+        ScrapeAuth::Token { scheme: a.kind.clone(), credentials: a.credentials.clone(), credentials_file: a.credentials_file.clone() }
     } else if sc.bearer_token.is_some() || sc.bearer_token_file.is_some() {
-        ScrapeAuth::Token {
-            scheme: "Bearer".into(),
-            credentials: sc.bearer_token.clone(),
-            credentials_file: sc.bearer_token_file.clone(),
-        }
+        ScrapeAuth::Token { scheme: "Bearer".into(), credentials: sc.bearer_token.clone(), credentials_file: sc.bearer_token_file.clone() }
     } else {
         ScrapeAuth::None
     };
@@ -63,11 +47,7 @@ fn job_settings(
         label_value_length_limit: sc.label_value_length_limit,
         body_size_limit: sc.body_size_limit.0,
         metric_relabel: Relabeler::new(&sc.metric_relabel_configs).map_err(|e| e.to_string())?,
-        external_labels: g
-            .external_labels
-            .iter()
-            .map(|(k, v)| Label::new(k.as_str(), v.as_str()))
-            .collect(),
+        external_labels: g.external_labels.iter().map(|(k, v)| Label::new(k.as_str(), v.as_str())).collect(),
         auth,
     })
 }
@@ -80,25 +60,12 @@ impl PrometheusReceiver {
 
     /// Runs every job until `stop` turns true; returns once all loops ended
     /// (their stale markers are sent by then).
-    pub async fn run(
-        self,
-        next: Arc<dyn Consumer>,
-        telemetry: Telemetry,
-        stop: watch::Receiver<bool>,
-    ) {
+    pub async fn run(self, next: Arc<dyn Consumer>, telemetry: Telemetry, stop: watch::Receiver<bool>) {
         let g = Arc::new(self.config.config.global.clone());
         let mut jobs = Vec::new();
         for sc in self.config.config.scrape_configs {
-            let (id, g, next, telemetry, stop) = (
-                self.id.clone(),
-                g.clone(),
-                next.clone(),
-                telemetry.clone(),
-                stop.clone(),
-            );
-            jobs.push(tokio::spawn(async move {
-                run_job(id, sc, g, next, telemetry, stop).await
-            }));
+            let (id, g, next, telemetry, stop) = (self.id.clone(), g.clone(), next.clone(), telemetry.clone(), stop.clone());
+            jobs.push(tokio::spawn(async move { run_job(id, sc, g, next, telemetry, stop).await }));
         }
         for j in jobs {
             let _ = j.await;
@@ -141,11 +108,7 @@ async fn run_job(
         &[("receiver", &receiver), ("job", &sc.job_name)],
     );
     let mut file_groups: Vec<Vec<TargetGroup>> = vec![Vec::new(); sc.file_sd_configs.len()];
-    let refresh = sc
-        .file_sd_configs
-        .iter()
-        .map(|f| f.refresh_interval.get())
-        .min();
+    let refresh = sc.file_sd_configs.iter().map(|f| f.refresh_interval.get()).min();
     let mut running: HashMap<(Labels, String), Running> = HashMap::new();
     loop {
         let mut groups = static_groups(&sc);
@@ -164,10 +127,7 @@ async fn run_job(
             for addr in &grp.targets {
                 match populate(addr, grp, &sc, &g, &relabel) {
                     Ok(Populated::Target(t)) => {
-                        if !targets
-                            .iter()
-                            .any(|x| x.all_labels == t.all_labels && x.url == t.url)
-                        {
+                        if !targets.iter().any(|x| x.all_labels == t.all_labels && x.url == t.url) {
                             targets.push(t);
                         }
                     }
@@ -188,15 +148,8 @@ async fn run_job(
             targets.truncate(sc.target_limit as usize);
         }
         // Stop loops whose target went away, start loops for new targets.
-        let keys: Vec<(Labels, String)> = targets
-            .iter()
-            .map(|t| (t.all_labels.clone(), t.url.clone()))
-            .collect();
-        let gone: Vec<(Labels, String)> = running
-            .keys()
-            .filter(|k| !keys.contains(k))
-            .cloned()
-            .collect();
+        let keys: Vec<(Labels, String)> = targets.iter().map(|t| (t.all_labels.clone(), t.url.clone())).collect();
+        let gone: Vec<(Labels, String)> = running.keys().filter(|k| !keys.contains(k)).cloned().collect();
         for k in gone {
             if let Some(r) = running.remove(&k) {
                 let _ = r.stop.send(true);
@@ -209,20 +162,8 @@ async fn run_job(
             }
             tracing::info!(receiver = %receiver, job = %t.job(), instance = %t.instance(), url = %t.url, "scraping target every {:?}", t.interval);
             let (tx, rx) = watch::channel(false);
-            let l = ScrapeLoop {
-                target: t,
-                job: job.clone(),
-                client: client.clone(),
-                next: next.clone(),
-                telemetry: telemetry.clone(),
-            };
-            running.insert(
-                k,
-                Running {
-                    stop: tx,
-                    handle: tokio::spawn(l.run(rx)),
-                },
-            );
+            let l = ScrapeLoop { target: t, job: job.clone(), client: client.clone(), next: next.clone(), telemetry: telemetry.clone() };
+            running.insert(k, Running { stop: tx, handle: tokio::spawn(l.run(rx)) });
         }
         let wait = refresh.unwrap_or(Duration::from_secs(u32::MAX as u64));
         tokio::select! {

@@ -19,17 +19,19 @@ use crate::consumer::Consumer;
 use crate::http::describe_error;
 use crate::telemetry::{Counter, Gauge, Telemetry};
 use infertel_exposition::Format;
-use infertel_model::{Batch, Label, Labels, METRIC_NAME, Metadata, Sample, Series, stale_nan};
+use infertel_model::{stale_nan, Batch, Label, Labels, Metadata, Sample, Series, METRIC_NAME};
 use infertel_relabel::Relabeler;
-use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderValue};
+use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
+
 /// Text 0.0.4 first: vLLM's OpenMetrics output loses types (NOTES.md §H).
-pub const ACCEPT_HEADER: &str = "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,*/*;q=0.1";
+pub const ACCEPT_HEADER: &str =
+    "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,*/*;q=0.1";
 
 /// How to authenticate scrapes; files are re-read on every scrape so a
 /// rotated secret is picked up.
@@ -37,42 +39,23 @@ pub const ACCEPT_HEADER: &str = "text/plain;version=0.0.4;q=1,application/openme
 pub enum ScrapeAuth {
     #[default]
     None,
-    Basic {
-        username: String,
-        password: Option<String>,
-        password_file: Option<std::path::PathBuf>,
-    },
-    Token {
-        scheme: String,
-        credentials: Option<String>,
-        credentials_file: Option<std::path::PathBuf>,
-    },
+    Basic { username: String, password: Option<String>, password_file: Option<std::path::PathBuf> },
+    Token { scheme: String, credentials: Option<String>, credentials_file: Option<std::path::PathBuf> },
 }
 
 impl ScrapeAuth {
     fn header(&self) -> Result<Option<HeaderValue>, String> {
         let v = match self {
             ScrapeAuth::None => return Ok(None),
-            ScrapeAuth::Basic {
-                username,
-                password,
-                password_file,
-            } => {
+            ScrapeAuth::Basic { username, password, password_file } => {
                 let pw = match (password, password_file) {
                     (_, Some(f)) => crate::http::read_secret_file(f, "password_file")?,
                     (Some(p), None) => p.clone(),
                     (None, None) => String::new(),
                 };
-                format!(
-                    "Basic {}",
-                    base64_encode(format!("{username}:{pw}").as_bytes())
-                )
+                format!("Basic {}", base64_encode(format!("{username}:{pw}").as_bytes()))
             }
-            ScrapeAuth::Token {
-                scheme,
-                credentials,
-                credentials_file,
-            } => {
+            ScrapeAuth::Token { scheme, credentials, credentials_file } => {
                 let c = match (credentials, credentials_file) {
                     (_, Some(f)) => crate::http::read_secret_file(f, "credentials_file")?,
                     (Some(c), None) => c.clone(),
@@ -81,8 +64,7 @@ impl ScrapeAuth {
                 format!("{scheme} {c}")
             }
         };
-        let mut h = HeaderValue::from_str(&v)
-            .map_err(|_| "credentials contain characters not allowed in a header".to_string())?;
+        let mut h = HeaderValue::from_str(&v).map_err(|_| "credentials contain characters not allowed in a header".to_string())?;
         h.set_sensitive(true);
         Ok(Some(h))
     }
@@ -97,16 +79,8 @@ pub fn base64_encode(data: &[u8]) -> String {
         let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
         out.push(T[(n >> 18) as usize & 63] as char);
         out.push(T[(n >> 12) as usize & 63] as char);
-        out.push(if c.len() > 1 {
-            T[(n >> 6) as usize & 63] as char
-        } else {
-            '='
-        });
-        out.push(if c.len() > 2 {
-            T[n as usize & 63] as char
-        } else {
-            '='
-        });
+        out.push(if c.len() > 1 { T[(n >> 6) as usize & 63] as char } else { '=' });
+        out.push(if c.len() > 2 { T[n as usize & 63] as char } else { '=' });
     }
     out
 }
@@ -136,10 +110,7 @@ pub struct ScrapeFailure {
 }
 
 fn fail(reason: &'static str, message: impl Into<String>) -> ScrapeFailure {
-    ScrapeFailure {
-        reason,
-        message: message.into(),
-    }
+    ScrapeFailure { reason, message: message.into() }
 }
 
 struct CacheEntry {
@@ -175,13 +146,7 @@ pub struct SeriesCache {
 
 impl Default for SeriesCache {
     fn default() -> Self {
-        SeriesCache {
-            entries: HashMap::new(),
-            hasher: Default::default(),
-            scrape_id: 0,
-            last_metadata: None,
-            warned_duplicates: false,
-        }
+        SeriesCache { entries: HashMap::new(), hasher: Default::default(), scrape_id: 0, last_metadata: None, warned_duplicates: false }
     }
 }
 
@@ -204,13 +169,7 @@ impl SeriesCache {
             .flatten()
             .filter(|e| e.seen == prev && e.track_staleness)
             .filter_map(|e| e.out.clone())
-            .map(|labels| Series {
-                labels,
-                samples: vec![Sample {
-                    timestamp_ms: ts,
-                    value: stale_nan(),
-                }],
-            })
+            .map(|labels| Series { labels, samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }] })
             .collect();
         self.entries.clear();
         out
@@ -235,10 +194,7 @@ pub fn attach_target_labels(mut scraped: Vec<Label>, target: &Labels, honor: boo
     let exposed: Vec<Label> = scraped.clone();
     let mut conflicting: Vec<Label> = Vec::new();
     for t in target.iter() {
-        if let Some(l) = exposed
-            .iter()
-            .find(|l| l.name == t.name && !l.value.is_empty())
-        {
+        if let Some(l) = exposed.iter().find(|l| l.name == t.name && !l.value.is_empty()) {
             conflicting.push(l.clone());
         }
         scraped.retain(|l| l.name != t.name);
@@ -249,9 +205,7 @@ pub fn attach_target_labels(mut scraped: Vec<Label>, target: &Labels, honor: boo
         let mut name = conflicting[i].name.to_string();
         loop {
             name = format!("exported_{name}");
-            let taken = has(&exposed, &name)
-                || target.get(&name).is_some()
-                || conflicting[..i].iter().any(|c| *c.name == *name);
+            let taken = has(&exposed, &name) || target.get(&name).is_some() || conflicting[..i].iter().any(|c| *c.name == *name);
             if !taken {
                 break;
             }
@@ -294,13 +248,9 @@ pub fn build_series(
     want_metadata: bool,
 ) -> Result<ScrapeStats, ScrapeFailure> {
     let format = Format::from_content_type(content_type);
-    let exp = infertel_exposition::parse(body, format)
-        .map_err(|e| fail("parse", format!("parse error: {e}")))?;
+    let exp = infertel_exposition::parse(body, format).map_err(|e| fail("parse", format!("parse error: {e}")))?;
     let id = cache.scrape_id + 1;
-    let mut stats = ScrapeStats {
-        scraped: exp.samples.len() as u64,
-        ..Default::default()
-    };
+    let mut stats = ScrapeStats { scraped: exp.samples.len() as u64, ..Default::default() };
     let mut new_entries: Vec<(u64, CacheEntry)> = Vec::new();
     let mut touched: Vec<(u64, usize)> = Vec::new();
     let mut relabeled_seen: HashSet<Labels> = HashSet::new();
@@ -317,24 +267,11 @@ pub fn build_series(
             }
             let key = h.finish();
             let matches = |e: &CacheEntry| {
-                *e.name == *s.name
-                    && e.raw.len() == raw.len()
-                    && e.raw
-                        .iter()
-                        .zip(raw)
-                        .all(|((a, b), (c, d))| **a == **c && **b == **d)
+                *e.name == *s.name && e.raw.len() == raw.len() && e.raw.iter().zip(raw).all(|((a, b), (c, d))| **a == **c && **b == **d)
             };
             let explicit_ts = job.honor_timestamps && s.timestamp_ms.is_some();
-            let sample_ts = if explicit_ts {
-                s.timestamp_ms.unwrap_or(ts)
-            } else {
-                ts
-            };
-            let labels: Option<Labels> = match cache
-                .entries
-                .get_mut(&key)
-                .and_then(|v| v.iter().position(|e| matches(e)).map(|i| (i, v)))
-            {
+            let sample_ts = if explicit_ts { s.timestamp_ms.unwrap_or(ts) } else { ts };
+            let labels: Option<Labels> = match cache.entries.get_mut(&key).and_then(|v| v.iter().position(|e| matches(e)).map(|i| (i, v))) {
                 Some((i, v)) => {
                     if v[i].seen == id {
                         // The same series twice in one body: Prometheus keeps the first.
@@ -358,10 +295,7 @@ pub fn build_series(
                         key,
                         CacheEntry {
                             name: (*s.name).into(),
-                            raw: raw
-                                .iter()
-                                .map(|(n, v)| ((**n).into(), (**v).into()))
-                                .collect(),
+                            raw: raw.iter().map(|(n, v)| ((**n).into(), (**v).into())).collect(),
                             out: labels.clone(),
                             seen: id,
                             track_staleness: !explicit_ts,
@@ -377,21 +311,9 @@ pub fn build_series(
             }
             stats.post_relabel += 1;
             if job.sample_limit > 0 && stats.post_relabel > job.sample_limit {
-                return Err(fail(
-                    "sample_limit",
-                    format!(
-                        "sample_limit exceeded: more than {} samples",
-                        job.sample_limit
-                    ),
-                ));
+                return Err(fail("sample_limit", format!("sample_limit exceeded: more than {} samples", job.sample_limit)));
             }
-            out.push(Series {
-                labels,
-                samples: vec![Sample {
-                    timestamp_ms: sample_ts,
-                    value: s.value,
-                }],
-            });
+            out.push(Series { labels, samples: vec![Sample { timestamp_ms: sample_ts, value: s.value }] });
         }
         Ok(())
     })();
@@ -411,13 +333,7 @@ pub fn build_series(
         v.retain(|e| {
             if e.seen == prev && e.track_staleness {
                 if let Some(l) = &e.out {
-                    out.push(Series {
-                        labels: l.clone(),
-                        samples: vec![Sample {
-                            timestamp_ms: ts,
-                            value: stale_nan(),
-                        }],
-                    });
+                    out.push(Series { labels: l.clone(), samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }] });
                 }
             }
             e.seen == id
@@ -451,29 +367,18 @@ fn finish_labels(
     v.push(Label::new(METRIC_NAME, name));
     for (n, val) in raw {
         if n == METRIC_NAME {
-            return Err(fail(
-                "invalid_labels",
-                format!("series {name}: label __name__ inside braces"),
-            ));
+            return Err(fail("invalid_labels", format!("series {name}: label __name__ inside braces")));
         }
         if v.iter().any(|l| *l.name == **n) {
-            return Err(fail(
-                "invalid_labels",
-                format!("series {name}: label name {n:?} is not unique"),
-            ));
+            return Err(fail("invalid_labels", format!("series {name}: label name {n:?} is not unique")));
         }
         v.push(Label::new(&**n, &**val));
     }
     let mut v = attach_target_labels(v, &target.labels, job.honor_labels);
     let labels = Labels::from_vec(std::mem::take(&mut v));
-    let Some(labels) = job.metric_relabel.process(&labels) else {
-        return Ok(None);
-    };
+    let Some(labels) = job.metric_relabel.process(&labels) else { return Ok(None) };
     if labels.metric_name().is_empty() {
-        return Err(fail(
-            "invalid_labels",
-            format!("series {name}: no metric name (__name__) after relabeling"),
-        ));
+        return Err(fail("invalid_labels", format!("series {name}: no metric name (__name__) after relabeling")));
     }
     let labels = if job.external_labels.is_empty() {
         labels
@@ -483,40 +388,21 @@ fn finish_labels(
         Labels::from_vec(v)
     };
     if job.label_limit > 0 && labels.len() as u64 - 1 > job.label_limit {
-        return Err(fail(
-            "label_limit",
-            format!(
-                "label_limit exceeded: series {labels} has {} labels (limit {})",
-                labels.len() - 1,
-                job.label_limit
-            ),
-        ));
+        return Err(fail("label_limit", format!("label_limit exceeded: series {labels} has {} labels (limit {})", labels.len() - 1, job.label_limit)));
     }
     for l in labels.iter() {
         if job.label_name_length_limit > 0 && l.name.len() as u64 > job.label_name_length_limit {
-            return Err(fail(
-                "label_limit",
-                format!("label_name_length_limit exceeded: {:?} in {labels}", l.name),
-            ));
+            return Err(fail("label_limit", format!("label_name_length_limit exceeded: {:?} in {labels}", l.name)));
         }
         if job.label_value_length_limit > 0 && l.value.len() as u64 > job.label_value_length_limit {
-            return Err(fail(
-                "label_limit",
-                format!(
-                    "label_value_length_limit exceeded: label {} of {labels}",
-                    l.name
-                ),
-            ));
+            return Err(fail("label_limit", format!("label_value_length_limit exceeded: label {} of {labels}", l.name)));
         }
     }
     Ok(Some(labels))
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 /// Self-metric handles for one target.
@@ -535,12 +421,7 @@ impl TargetMetrics {
             .counter(
                 "infertel_receiver_scrape_errors_total",
                 "Failed scrapes, by reason.",
-                &[
-                    ("receiver", &self.receiver),
-                    ("job", &self.job),
-                    ("instance", &self.instance),
-                    ("reason", reason),
-                ],
+                &[("receiver", &self.receiver), ("job", &self.job), ("instance", &self.instance), ("reason", reason)],
             )
             .inc();
     }
@@ -563,28 +444,17 @@ impl ScrapeLoop {
     }
 
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
-        let (job, instance) = (
-            self.target.job().to_string(),
-            self.target.instance().to_string(),
-        );
+        let (job, instance) = (self.target.job().to_string(), self.target.instance().to_string());
         let m = TargetMetrics {
             scraped: self.telemetry.counter(
                 "infertel_receiver_scraped_samples_total",
                 "Samples scraped (before metric relabeling).",
-                &[
-                    ("receiver", &self.job.receiver),
-                    ("job", &job),
-                    ("instance", &instance),
-                ],
+                &[("receiver", &self.job.receiver), ("job", &job), ("instance", &instance)],
             ),
             up: self.telemetry.gauge(
                 "infertel_receiver_target_up",
                 "1 when the last scrape of the target succeeded.",
-                &[
-                    ("receiver", &self.job.receiver),
-                    ("job", &job),
-                    ("instance", &instance),
-                ],
+                &[("receiver", &self.job.receiver), ("job", &job), ("instance", &instance)],
             ),
             telemetry: self.telemetry.clone(),
             receiver: self.job.receiver.clone(),
@@ -593,16 +463,10 @@ impl ScrapeLoop {
         };
         let iv = self.target.interval;
         // Align to the interval grid plus this target's offset.
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
         let phase = Duration::from_nanos((now.as_nanos() % iv.as_nanos().max(1)) as u64);
         let off = self.offset();
-        let first_wait = if off >= phase {
-            off - phase
-        } else {
-            iv - (phase - off)
-        };
+        let first_wait = if off >= phase { off - phase } else { iv - (phase - off) };
         let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + first_wait, iv);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut cache = SeriesCache::default();
@@ -621,32 +485,14 @@ impl ScrapeLoop {
         // The target went away: its series and report series end now.
         let ts = now_ms();
         let mut series = cache.stale_all(ts);
-        for name in [
-            "up",
-            "scrape_duration_seconds",
-            "scrape_samples_scraped",
-            "scrape_samples_post_metric_relabeling",
-            "scrape_series_added",
-        ] {
+        for name in ["up", "scrape_duration_seconds", "scrape_samples_scraped", "scrape_samples_post_metric_relabeling", "scrape_series_added"] {
             series.push(Series {
                 labels: report_labels(name, &self.target.labels, &self.job.external_labels),
-                samples: vec![Sample {
-                    timestamp_ms: ts,
-                    value: stale_nan(),
-                }],
+                samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }],
             });
         }
-        self.next
-            .consume(Batch {
-                series,
-                metadata: Vec::new(),
-            })
-            .await;
-        let l = [
-            ("receiver", m.receiver.as_str()),
-            ("job", m.job.as_str()),
-            ("instance", m.instance.as_str()),
-        ];
+        self.next.consume(Batch { series, metadata: Vec::new() }).await;
+        let l = [("receiver", m.receiver.as_str()), ("job", m.job.as_str()), ("instance", m.instance.as_str())];
         self.telemetry.remove("infertel_receiver_target_up", &l);
     }
 
@@ -656,10 +502,7 @@ impl ScrapeLoop {
             .client
             .get(&t.url)
             .header(ACCEPT, ACCEPT_HEADER)
-            .header(
-                "X-Prometheus-Scrape-Timeout-Seconds",
-                format!("{}", t.timeout.as_secs_f64()),
-            );
+            .header("X-Prometheus-Scrape-Timeout-Seconds", format!("{}", t.timeout.as_secs_f64()));
         if let Some(h) = self.job.auth.header().map_err(|e| fail("auth", e))? {
             req = req.header(AUTHORIZATION, h);
         }
@@ -667,24 +510,14 @@ impl ScrapeLoop {
             let mut resp = req.send().await.map_err(|e| classify(&e))?;
             let status = resp.status();
             if status != reqwest::StatusCode::OK {
-                return Err(fail(
-                    "http_status",
-                    format!("server returned HTTP status {status}"),
-                ));
+                return Err(fail("http_status", format!("server returned HTTP status {status}")));
             }
-            let ct = resp
-                .headers()
-                .get(reqwest::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
+            let ct = resp.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
             buf.clear();
             let limit = self.job.body_size_limit;
             while let Some(chunk) = resp.chunk().await.map_err(|e| classify(&e))? {
                 if limit > 0 && (buf.len() + chunk.len()) as u64 > limit {
-                    return Err(fail(
-                        "body_size_limit",
-                        format!("body size limit exceeded: more than {limit} bytes"),
-                    ));
+                    return Err(fail("body_size_limit", format!("body size limit exceeded: more than {limit} bytes")));
                 }
                 buf.extend_from_slice(&chunk);
             }
@@ -692,39 +525,19 @@ impl ScrapeLoop {
         };
         match tokio::time::timeout(t.timeout, fut).await {
             Ok(r) => r,
-            Err(_) => Err(fail(
-                "timeout",
-                format!("scrape timed out after {:?}", t.timeout),
-            )),
+            Err(_) => Err(fail("timeout", format!("scrape timed out after {:?}", t.timeout))),
         }
     }
 
     /// One scrape: the batch to forward (data, stale markers, report series).
-    async fn scrape_once(
-        &mut self,
-        cache: &mut SeriesCache,
-        buf: &mut Vec<u8>,
-        m: &TargetMetrics,
-    ) -> Batch {
+    async fn scrape_once(&mut self, cache: &mut SeriesCache, buf: &mut Vec<u8>, m: &TargetMetrics) -> Batch {
         let start = Instant::now();
         let ts = now_ms();
         let mut series: Vec<Series> = Vec::with_capacity(cache.len() + 8);
         let mut metadata = Vec::new();
-        let want_meta = cache
-            .last_metadata
-            .is_none_or(|t| t.elapsed() >= Duration::from_secs(60));
+        let want_meta = cache.last_metadata.is_none_or(|t| t.elapsed() >= Duration::from_secs(60));
         let result = match self.fetch(buf).await {
-            Ok(ct) => build_series(
-                buf,
-                ct.as_deref(),
-                ts,
-                &self.target,
-                &self.job,
-                cache,
-                &mut series,
-                &mut metadata,
-                want_meta,
-            ),
+            Ok(ct) => build_series(buf, ct.as_deref(), ts, &self.target, &self.job, cache, &mut series, &mut metadata, want_meta),
             Err(e) => Err(e),
         };
         let (up, stats) = match result {
@@ -768,19 +581,13 @@ impl ScrapeLoop {
             ("up", up),
             ("scrape_duration_seconds", duration),
             ("scrape_samples_scraped", stats.scraped as f64),
-            (
-                "scrape_samples_post_metric_relabeling",
-                stats.post_relabel as f64,
-            ),
+            ("scrape_samples_post_metric_relabeling", stats.post_relabel as f64),
             ("scrape_series_added", stats.series_added as f64),
         ];
         for (name, v) in report {
             series.push(Series {
                 labels: report_labels(name, &self.target.labels, &self.job.external_labels),
-                samples: vec![Sample {
-                    timestamp_ms: ts,
-                    value: v,
-                }],
+                samples: vec![Sample { timestamp_ms: ts, value: v }],
             });
         }
         Batch { series, metadata }
@@ -809,21 +616,11 @@ mod tests {
 
     fn target() -> Target {
         let labels = Labels::from_pairs([("job", "j"), ("instance", "h:1")]);
-        Target {
-            all_labels: labels.clone(),
-            labels,
-            url: "http://h:1/metrics".into(),
-            interval: Duration::from_secs(1),
-            timeout: Duration::from_secs(1),
-        }
+        Target { all_labels: labels.clone(), labels, url: "http://h:1/metrics".into(), interval: Duration::from_secs(1), timeout: Duration::from_secs(1) }
     }
 
     fn job(metric_relabel: &str) -> JobSettings {
-        let rc: Vec<RelabelConfig> = if metric_relabel.is_empty() {
-            vec![]
-        } else {
-            serde_yaml::from_str(metric_relabel).unwrap()
-        };
+        let rc: Vec<RelabelConfig> = if metric_relabel.is_empty() { vec![] } else { serde_yaml::from_str(metric_relabel).unwrap() };
         JobSettings {
             receiver: "prometheus".into(),
             honor_labels: false,
@@ -839,26 +636,10 @@ mod tests {
         }
     }
 
-    fn scrape(
-        body: &str,
-        ts: i64,
-        job: &JobSettings,
-        cache: &mut SeriesCache,
-    ) -> Result<(Vec<Series>, ScrapeStats), ScrapeFailure> {
+    fn scrape(body: &str, ts: i64, job: &JobSettings, cache: &mut SeriesCache) -> Result<(Vec<Series>, ScrapeStats), ScrapeFailure> {
         let mut out = Vec::new();
         let mut md = Vec::new();
-        build_series(
-            body.as_bytes(),
-            None,
-            ts,
-            &target(),
-            job,
-            cache,
-            &mut out,
-            &mut md,
-            false,
-        )
-        .map(|s| (out, s))
+        build_series(body.as_bytes(), None, ts, &target(), job, cache, &mut out, &mut md, false).map(|s| (out, s))
     }
 
     fn names(v: &[Series]) -> Vec<String> {
@@ -873,10 +654,7 @@ mod tests {
         assert_eq!(st.series_added, 2);
         let (out, st) = scrape("a 1\n", 2000, &j, &mut c).unwrap();
         assert_eq!(st.series_added, 0);
-        let stale: Vec<_> = out
-            .iter()
-            .filter(|s| is_stale_nan(s.samples[0].value))
-            .collect();
+        let stale: Vec<_> = out.iter().filter(|s| is_stale_nan(s.samples[0].value)).collect();
         assert_eq!(stale.len(), 1);
         assert_eq!(stale[0].labels.metric_name(), "b");
         assert_eq!(stale[0].samples[0].timestamp_ms, 2000);
@@ -905,13 +683,7 @@ mod tests {
         assert_eq!(st.duplicates, 1);
         // Two series that metric relabeling makes identical.
         let j = job("- {regex: x, action: labeldrop}");
-        let (out, st) = scrape(
-            "a{x=\"1\"} 1\na{x=\"2\"} 2\n",
-            1000,
-            &j,
-            &mut SeriesCache::default(),
-        )
-        .unwrap();
+        let (out, st) = scrape("a{x=\"1\"} 1\na{x=\"2\"} 2\n", 1000, &j, &mut SeriesCache::default()).unwrap();
         assert_eq!(out.len(), 1);
         assert_eq!(st.duplicates, 1);
     }
@@ -922,10 +694,7 @@ mod tests {
         let (out, _) = scrape("a 1 12345\n", 1000, &j, &mut c).unwrap();
         assert_eq!(out[0].samples[0].timestamp_ms, 12345);
         let (out, _) = scrape("", 2000, &j, &mut c).unwrap();
-        assert!(
-            out.is_empty(),
-            "no stale marker for a series with its own timestamp"
-        );
+        assert!(out.is_empty(), "no stale marker for a series with its own timestamp");
         let mut j = job("");
         j.honor_timestamps = false;
         let (out, _) = scrape("a 1 12345\n", 1000, &j, &mut SeriesCache::default()).unwrap();
@@ -936,39 +705,20 @@ mod tests {
     fn limits_fail_the_scrape() {
         let mut j = job("");
         j.sample_limit = 1;
-        assert_eq!(
-            scrape("a 1\nb 1\n", 1, &j, &mut SeriesCache::default())
-                .unwrap_err()
-                .reason,
-            "sample_limit"
-        );
+        assert_eq!(scrape("a 1\nb 1\n", 1, &j, &mut SeriesCache::default()).unwrap_err().reason, "sample_limit");
         let mut j = job("");
         j.label_limit = 2;
-        assert_eq!(
-            scrape("a{x=\"1\"} 1\n", 1, &j, &mut SeriesCache::default())
-                .unwrap_err()
-                .reason,
-            "label_limit",
-            "x + job + instance = 3 labels"
-        );
+        assert_eq!(scrape("a{x=\"1\"} 1\n", 1, &j, &mut SeriesCache::default()).unwrap_err().reason, "label_limit", "x + job + instance = 3 labels");
         let mut j = job("");
         j.label_value_length_limit = 3;
-        assert_eq!(
-            scrape("a{x=\"long\"} 1\n", 1, &j, &mut SeriesCache::default())
-                .unwrap_err()
-                .reason,
-            "label_limit"
-        );
+        assert_eq!(scrape("a{x=\"long\"} 1\n", 1, &j, &mut SeriesCache::default()).unwrap_err().reason, "label_limit");
     }
 
     #[test]
     fn target_labels_win_and_scraped_ones_are_exported() {
         let (j, mut c) = (job(""), SeriesCache::default());
         let (out, _) = scrape("a{job=\"orig\",exported_job=\"x\"} 1\n", 1, &j, &mut c).unwrap();
-        assert_eq!(
-            names(&out),
-            [r#"a{exported_exported_job="orig",exported_job="x",instance="h:1",job="j"}"#]
-        );
+        assert_eq!(names(&out), [r#"a{exported_exported_job="orig",exported_job="x",instance="h:1",job="j"}"#]);
         let mut j = job("");
         j.honor_labels = true;
         let (out, _) = scrape("a{job=\"orig\"} 1\n", 1, &j, &mut SeriesCache::default()).unwrap();
@@ -978,12 +728,7 @@ mod tests {
     #[test]
     fn metric_relabel_removing_the_name_fails_the_scrape() {
         let j = job("- {regex: __name__, action: labeldrop}");
-        assert_eq!(
-            scrape("a 1\n", 1, &j, &mut SeriesCache::default())
-                .unwrap_err()
-                .reason,
-            "invalid_labels"
-        );
+        assert_eq!(scrape("a 1\n", 1, &j, &mut SeriesCache::default()).unwrap_err().reason, "invalid_labels");
     }
 
     #[test]
@@ -991,9 +736,6 @@ mod tests {
         let (j, mut c) = (job(""), SeriesCache::default());
         let (a, _) = scrape("a{x=\"1\"} 1\n", 1, &j, &mut c).unwrap();
         let (b, _) = scrape("a{x=\"1\"} 2\n", 2, &j, &mut c).unwrap();
-        assert!(
-            std::ptr::eq(a[0].labels.as_slice(), b[0].labels.as_slice()),
-            "the second scrape reuses the first's Labels"
-        );
+        assert!(std::ptr::eq(a[0].labels.as_slice(), b[0].labels.as_slice()), "the second scrape reuses the first's Labels");
     }
 }

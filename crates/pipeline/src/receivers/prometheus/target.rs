@@ -6,8 +6,8 @@
 
 use super::config::{GlobalConfig, ScrapeConfig};
 use super::discovery::TargetGroup;
-use crate::config::Duration;
 use crate::config::duration::parse_duration;
+use crate::config::Duration;
 use infertel_model::{Label, Labels};
 use infertel_relabel::Relabeler;
 use std::collections::BTreeMap;
@@ -35,10 +35,7 @@ impl Target {
     }
     /// Stable hash that spreads scrapes over the interval.
     pub fn hash(&self) -> u64 {
-        self.all_labels.stable_hash()
-            ^ self.url.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-            })
+        self.all_labels.stable_hash() ^ self.url.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
     }
 }
 
@@ -53,9 +50,7 @@ pub enum Populated {
 fn has_port(addr: &str) -> bool {
     // "[::1]:80", "host:80" have a port; "[::1]" and "host" do not.
     if let Some(rest) = addr.strip_prefix('[') {
-        return rest
-            .split_once(']')
-            .is_some_and(|(_, p)| p.starts_with(':'));
+        return rest.split_once(']').is_some_and(|(_, p)| p.starts_with(':'));
     }
     addr.matches(':').count() == 1
 }
@@ -89,14 +84,10 @@ pub fn populate(
         }
     }
     let pre = Labels::from_vec(m.into_iter().map(|(k, v)| Label::new(k, v)).collect());
-    let Some(lset) = relabel.process(&pre) else {
-        return Ok(Populated::Dropped);
-    };
+    let Some(lset) = relabel.process(&pre) else { return Ok(Populated::Dropped) };
     let mut addr = lset.get("__address__").unwrap_or("").to_string();
     if addr.is_empty() {
-        return Err(format!(
-            "target {address:?}: no __address__ after relabeling"
-        ));
+        return Err(format!("target {address:?}: no __address__ after relabeling"));
     }
     let scheme = lset.get("__scheme__").unwrap_or("http").to_string();
     if !has_port(&addr) {
@@ -107,44 +98,27 @@ pub fn populate(
         }
     }
     if addr.contains('/') || addr.contains(' ') {
-        return Err(format!(
-            "target {address:?}: {addr:?} is not a valid host:port"
-        ));
+        return Err(format!("target {address:?}: {addr:?} is not a valid host:port"));
     }
     let interval = match lset.get("__scrape_interval__") {
-        Some(s) => parse_duration(s)
-            .map_err(|e| format!("target {address:?}: __scrape_interval__: {e}"))?,
+        Some(s) => parse_duration(s).map_err(|e| format!("target {address:?}: __scrape_interval__: {e}"))?,
         None => interval.get(),
     };
     let timeout = match lset.get("__scrape_timeout__") {
-        Some(s) => {
-            parse_duration(s).map_err(|e| format!("target {address:?}: __scrape_timeout__: {e}"))?
-        }
+        Some(s) => parse_duration(s).map_err(|e| format!("target {address:?}: __scrape_timeout__: {e}"))?,
         None => timeout.get(),
     };
     if interval.is_zero() || timeout > interval {
-        return Err(format!(
-            "target {address:?}: scrape timeout {timeout:?} must be > 0 and <= the interval {interval:?}"
-        ));
+        return Err(format!("target {address:?}: scrape timeout {timeout:?} must be > 0 and <= the interval {interval:?}"));
     }
-    let mut all: Vec<Label> = lset
-        .iter()
-        .filter(|l| !l.name.starts_with("__meta_"))
-        .cloned()
-        .collect();
+    let mut all: Vec<Label> = lset.iter().filter(|l| !l.name.starts_with("__meta_")).cloned().collect();
     all.retain(|l| &*l.name != "__address__");
     all.push(Label::new("__address__", addr.as_str()));
     if lset.get("instance").is_none() {
         all.push(Label::new("instance", addr.as_str()));
     }
     let all_labels = Labels::from_vec(all);
-    let labels = Labels::from_vec(
-        all_labels
-            .iter()
-            .filter(|l| !l.name.starts_with("__"))
-            .cloned()
-            .collect(),
-    );
+    let labels = Labels::from_vec(all_labels.iter().filter(|l| !l.name.starts_with("__")).cloned().collect());
 
     // URL: scheme://address/metrics_path?params, with __param_* overriding.
     let mut params: BTreeMap<String, Vec<String>> = sc.params.clone();
@@ -170,13 +144,7 @@ pub fn populate(
             }
         }
     }
-    Ok(Populated::Target(Target {
-        all_labels,
-        labels,
-        url: url.to_string(),
-        interval,
-        timeout,
-    }))
+    Ok(Populated::Target(Target { all_labels, labels, url: url.to_string(), interval, timeout }))
 }
 
 #[cfg(test)]
@@ -189,31 +157,15 @@ mod tests {
     }
 
     fn group(t: &str) -> TargetGroup {
-        TargetGroup {
-            source: "t".into(),
-            targets: vec![t.into()],
-            labels: [("env".to_string(), "prod".to_string())].into(),
-        }
+        TargetGroup { source: "t".into(), targets: vec![t.into()], labels: [("env".to_string(), "prod".to_string())].into() }
     }
 
     #[test]
     fn defaults_instance_job_url() {
         let s = sc("job_name: vllm\nparams: {format: [prometheus]}\n");
         let g = GlobalConfig::default();
-        let Populated::Target(t) = populate(
-            "127.0.0.1:8000",
-            &group("x"),
-            &s,
-            &g,
-            &Relabeler::new(&[]).unwrap(),
-        )
-        .unwrap() else {
-            panic!()
-        };
-        assert_eq!(
-            t.labels.to_string(),
-            r#"{env="prod",instance="127.0.0.1:8000",job="vllm"}"#
-        );
+        let Populated::Target(t) = populate("127.0.0.1:8000", &group("x"), &s, &g, &Relabeler::new(&[]).unwrap()).unwrap() else { panic!() };
+        assert_eq!(t.labels.to_string(), r#"{env="prod",instance="127.0.0.1:8000",job="vllm"}"#);
         assert_eq!(t.url, "http://127.0.0.1:8000/metrics?format=prometheus");
         assert_eq!(t.interval, std::time::Duration::from_secs(60));
         assert_eq!(t.timeout, std::time::Duration::from_secs(10));
@@ -223,23 +175,10 @@ mod tests {
     fn default_port_and_relabel_drop() {
         let s = sc("job_name: j\nscheme: https\n");
         let g = GlobalConfig::default();
-        let Populated::Target(t) = populate(
-            "gpu-node",
-            &group("x"),
-            &s,
-            &g,
-            &Relabeler::new(&[]).unwrap(),
-        )
-        .unwrap() else {
-            panic!()
-        };
+        let Populated::Target(t) = populate("gpu-node", &group("x"), &s, &g, &Relabeler::new(&[]).unwrap()).unwrap() else { panic!() };
         assert_eq!(t.instance(), "gpu-node:443");
-        let drop: Vec<RelabelConfig> =
-            serde_yaml::from_str("- {source_labels: [env], regex: prod, action: drop}").unwrap();
-        assert_eq!(
-            populate("h:1", &group("x"), &s, &g, &Relabeler::new(&drop).unwrap()).unwrap(),
-            Populated::Dropped
-        );
+        let drop: Vec<RelabelConfig> = serde_yaml::from_str("- {source_labels: [env], regex: prod, action: drop}").unwrap();
+        assert_eq!(populate("h:1", &group("x"), &s, &g, &Relabeler::new(&drop).unwrap()).unwrap(), Populated::Dropped);
     }
 
     #[test]
@@ -249,16 +188,7 @@ mod tests {
             "- {target_label: __metrics_path__, replacement: /custom}\n- {source_labels: [__address__], regex: '(.*):1', target_label: __address__, replacement: '${1}:2'}\n",
         )
         .unwrap();
-        let Populated::Target(t) = populate(
-            "h:1",
-            &group("x"),
-            &s,
-            &GlobalConfig::default(),
-            &Relabeler::new(&rc).unwrap(),
-        )
-        .unwrap() else {
-            panic!()
-        };
+        let Populated::Target(t) = populate("h:1", &group("x"), &s, &GlobalConfig::default(), &Relabeler::new(&rc).unwrap()).unwrap() else { panic!() };
         assert_eq!(t.url, "http://h:2/custom");
         assert_eq!(t.instance(), "h:2");
     }

@@ -28,4 +28,4 @@ fi
 echo "== prometheus: $(prometheus --version 2>&1 | head -n1)"
 echo "== victoria-metrics: $(victoria-metrics -version 2>&1 | head -n1)"
 
-cargo test --workspace --locked "$@"
+cargo test --workspace --locked --no-fail-fast "$@"

@@ -15,7 +15,7 @@ fn failing_targets_are_up_0_with_reasons_and_do_not_disturb_the_healthy_one() {
     targets.set("/healthy", TEXT_004, "# TYPE healthy gauge\nhealthy 1\n");
     targets.set("/slow", TEXT_004, "# TYPE slow gauge\nslow 1\n");
     targets.set_delay("/slow", Duration::from_secs(3));
-    let big: String = (0..600_000).map(|i| format!("big_series{{i=\"{i:08}\",pad=\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}} {i}\n")).collect();
+    let big: String = (0..700_000).map(|i| format!("big_series{{i=\"{i:08}\",pad=\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}} {i}\n")).collect();
     assert!(big.len() > 50_000_000, "{}", big.len());
     targets.set("/big", TEXT_004, big);
     targets.set("/many", TEXT_004, (0..50).map(|i| format!("many{{i=\"{i}\"}} {i}\n")).collect::<String>());

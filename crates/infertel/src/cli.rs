@@ -54,6 +54,31 @@ pub enum Command {
         #[arg(long, default_value = "2s")]
         interval: String,
     },
+    /// Sample vLLM and dcgm-exporter for a window (or replay recorded scrapes)
+    /// and print the verdicts against the objectives and the recommendations.
+    Report {
+        /// Agent config: its prometheus receivers' static targets are sampled
+        /// and its `inference` processor settings (objectives, scale) apply.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// A /metrics URL to sample (repeatable); job is `vllm` for :8000, `dcgm` for :9400.
+        #[arg(long = "url")]
+        urls: Vec<String>,
+        /// How long to sample; rates and quantiles are taken over it.
+        #[arg(long, default_value = "2m")]
+        window: String,
+        /// Time between samples.
+        #[arg(long, default_value = "5s")]
+        interval: String,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+        format: ReportFormat,
+        /// Read recorded scrapes instead: DIR/<job>/<unix seconds>.prom (or DIR/<unix seconds>.prom).
+        #[arg(long)]
+        replay: Option<PathBuf>,
+        /// Also write every live scrape to DIR in the --replay layout.
+        #[arg(long)]
+        record: Option<PathBuf>,
+    },
     /// Serve a simulated vLLM (V1, current metric names) and dcgm-exporter.
     Simulate {
         /// Address for the vLLM /metrics endpoint.
@@ -74,5 +99,49 @@ pub enum Command {
         /// Random seed (the simulation is deterministic for a seed).
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        #[command(flatten)]
+        workload: SimWorkload,
     },
+}
+
+/// Knobs that drive every derived gauge and recommendation.
+#[derive(Args, Debug, Clone)]
+pub struct SimWorkload {
+    /// Share of prompt tokens served from the prefix cache (0-1).
+    #[arg(long, default_value_t = 0.325)]
+    pub prefix_reuse: f64,
+    /// Share of requests stopped by max_tokens (finished_reason="length").
+    #[arg(long, default_value_t = 0.02)]
+    pub length_share: f64,
+    /// Share of requests failing in the engine (finished_reason="error").
+    #[arg(long, default_value_t = 0.002)]
+    pub error_share: f64,
+    /// Share of requests aborted by the client (finished_reason="abort").
+    #[arg(long, default_value_t = 0.003)]
+    pub abort_share: f64,
+    /// Mean prompt length, tokens.
+    #[arg(long, default_value_t = 50.0)]
+    pub prompt_tokens: f64,
+    /// Mean answer length, tokens.
+    #[arg(long, default_value_t = 700.0)]
+    pub output_tokens: f64,
+    /// GPUs behind the engine (tensor parallel).
+    #[arg(long, default_value_t = 1)]
+    pub gpus: u32,
+    /// Board power per GPU at capacity, watts.
+    #[arg(long, default_value_t = 240.0)]
+    pub power_watts: f64,
+    /// DCGM_FI_PROF_DRAM_ACTIVE at capacity (0-1).
+    #[arg(long, default_value_t = 0.804)]
+    pub dram_active: f64,
+    /// DCGM_FI_PROF_PIPE_TENSOR_ACTIVE at capacity (0-1).
+    #[arg(long, default_value_t = 0.166)]
+    pub tensor_active: f64,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportFormat {
+    Table,
+    Markdown,
+    Json,
 }

@@ -12,7 +12,9 @@ pub fn init(args: &LogArgs, default_level: &str, default_json: bool) {
         Some(l) => EnvFilter::try_new(l).unwrap_or_else(|_| EnvFilter::new(default_level)),
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)),
     };
-    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colours only for a person at a terminal; never in files or collectors.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     let json = match args.log_format {
         Some(f) => f == LogFormat::Json,
         None => default_json,

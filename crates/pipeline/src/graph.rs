@@ -12,6 +12,7 @@ use crate::exporters::prometheusremotewrite::RemoteWriteExporter;
 use crate::exporters::ExporterConfig;
 use crate::extensions::ExtensionConfig;
 use crate::processors::batch::BatchProcessor;
+use crate::processors::inference::InferenceProcessor;
 use crate::processors::ProcessorConfig;
 use crate::receivers::prometheus::PrometheusReceiver;
 use crate::receivers::ReceiverConfig;
@@ -95,6 +96,9 @@ impl Service {
                         let bp = BatchProcessor::new(c.clone(), next);
                         processors.push(bp.clone());
                         next = bp;
+                    }
+                    ProcessorConfig::Inference(c) => {
+                        next = InferenceProcessor::new(id.to_string(), c, next, telemetry.clone());
                     }
                 }
             }

@@ -5,7 +5,7 @@
 //! Find a component from its config key in one step: `receivers.prometheus`
 //! is `receivers/prometheus/`, `exporters.prometheusremotewrite` is
 //! `exporters/prometheusremotewrite/`, `processors.batch` is
-//! `processors/batch/`.
+//! `processors/batch/`, `processors.inference` is `processors/inference/`.
 
 pub mod config;
 pub mod consumer;

@@ -1,6 +1,7 @@
 //! One file per subcommand; shared config loading here.
 
 mod demo;
+mod report;
 mod run;
 mod simulate;
 mod validate;
@@ -24,8 +25,11 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Run { config } => rt.block_on(run::run(&cli.log, &config)),
         Command::Validate { config } => validate::validate(&cli.log, &config),
         Command::Demo { duration, concurrency, interval } => rt.block_on(demo::demo(&cli.log, duration, concurrency, interval)),
-        Command::Simulate { vllm, dcgm, concurrency, capacity, model, seed } => {
-            rt.block_on(simulate::simulate(&cli.log, vllm, dcgm, concurrency, capacity, model, seed))
+        Command::Simulate { vllm, dcgm, concurrency, capacity, model, seed, workload } => {
+            rt.block_on(simulate::simulate(&cli.log, vllm, dcgm, concurrency, capacity, model, seed, workload))
+        }
+        Command::Report { config, urls, window, interval, format, replay, record } => {
+            rt.block_on(report::report(&cli.log, report::ReportArgs { config, urls, window, interval, format, replay, record }))
         }
     };
     // Don't wait for blocking tasks (stdin readers, DNS) on the way out.

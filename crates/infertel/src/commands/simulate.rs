@@ -1,13 +1,39 @@
 //! `infertel simulate`: serves a simulated vLLM and dcgm-exporter.
 
-use crate::cli::LogArgs;
+use crate::cli::{LogArgs, SimWorkload};
 use crate::exit;
 use infertel_simulator::{serve, SimConfig};
 use std::net::SocketAddr;
 
-pub async fn simulate(log: &LogArgs, vllm: SocketAddr, dcgm: SocketAddr, concurrency: f64, capacity: f64, model: Option<String>, seed: u64) -> u8 {
+#[allow(clippy::too_many_arguments)]
+pub async fn simulate(log: &LogArgs, vllm: SocketAddr, dcgm: SocketAddr, concurrency: f64, capacity: f64, model: Option<String>, seed: u64, w: SimWorkload) -> u8 {
     crate::logging::init(log, "info", false);
-    let mut cfg = SimConfig { concurrency, capacity, seed, ..SimConfig::default() };
+    for (flag, v) in [("--prefix-reuse", w.prefix_reuse), ("--length-share", w.length_share), ("--error-share", w.error_share), ("--abort-share", w.abort_share), ("--dram-active", w.dram_active), ("--tensor-active", w.tensor_active)] {
+        if !(0.0..=1.0).contains(&v) {
+            eprintln!("error: {flag} is a share between 0 and 1, got {v}");
+            return exit::USAGE;
+        }
+    }
+    if w.length_share + w.error_share + w.abort_share > 1.0 {
+        eprintln!("error: --length-share + --error-share + --abort-share must not exceed 1");
+        return exit::USAGE;
+    }
+    let mut cfg = SimConfig {
+        concurrency,
+        capacity,
+        seed,
+        prefix_reuse: w.prefix_reuse,
+        finished_length_share: w.length_share,
+        error_share: w.error_share,
+        abort_share: w.abort_share,
+        prompt_tokens_mean: w.prompt_tokens,
+        output_tokens_mean: w.output_tokens,
+        gpu_count: w.gpus.max(1),
+        power_watts: w.power_watts,
+        dram_active: w.dram_active,
+        tensor_active: w.tensor_active,
+        ..SimConfig::default()
+    };
     if let Some(m) = model {
         cfg.model_name = m;
     }

@@ -1,0 +1,201 @@
+//! Which metric names a source speaks, and which names feed each derived
+//! series, from vLLM 0.5 (V0 engine) to 0.33 and for dcgm-exporter before and
+//! after the DCGM 4.6 `_RATIO` renames. Sources: `shared/reference/
+//! vllm-metrics.md`, `vllm-metrics-matrix.txt`, `dcgm-metrics.md`.
+
+use std::collections::BTreeSet;
+
+/// Candidate wire names per input, preferred first. The first one a target
+/// exposes is used.
+pub struct Input {
+    pub key: &'static str,
+    pub names: &'static [&'static str],
+}
+
+macro_rules! inputs {
+    ($($key:ident => [$($n:expr),+ $(,)?]),+ $(,)?) => {
+        $(pub const $key: Input = Input { key: stringify!($key), names: &[$($n),+] };)+
+    };
+}
+
+inputs! {
+    PROMPT_TOKENS => ["vllm:prompt_tokens_total"],
+    GENERATION_TOKENS => ["vllm:generation_tokens_total"],
+    // Tokens since 0.9.0 (blocks in V1 before: still a hit ratio, in blocks).
+    PREFIX_QUERIES => ["vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"],
+    PREFIX_HITS => ["vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"],
+    // V0 exported the ratio itself as a gauge, -1 when unknown.
+    PREFIX_HIT_RATE_V0 => ["vllm:gpu_prefix_cache_hit_rate"],
+    PROMPT_TOKENS_CACHED => ["vllm:prompt_tokens_cached_total"],
+    SUCCESS => ["vllm:request_success_total"],
+    TTFT => ["vllm:time_to_first_token_seconds"],
+    ITL => ["vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"],
+    E2E => ["vllm:e2e_request_latency_seconds"],
+    QUEUE => ["vllm:request_queue_time_seconds"],
+    PREFILL => ["vllm:request_prefill_time_seconds"],
+    DECODE => ["vllm:request_decode_time_seconds"],
+    INFERENCE => ["vllm:request_inference_time_seconds"],
+    ITERATION_TOKENS => ["vllm:iteration_tokens_total"],
+    REQUEST_PROMPT_TOKENS => ["vllm:request_prompt_tokens"],
+    REQUEST_GENERATION_TOKENS => ["vllm:request_generation_tokens"],
+    KV_USAGE => ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
+    WAITING => ["vllm:num_requests_waiting"],
+    RUNNING => ["vllm:num_requests_running"],
+    HTTP_REQUESTS => ["http_requests_total"],
+    FB_USED => ["DCGM_FI_DEV_FB_USED"],
+    FB_FREE => ["DCGM_FI_DEV_FB_FREE"],
+    POWER => ["DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_BOARD_POWER_WATTS"],
+    ENERGY => ["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"],
+    GPU_UTIL => ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_UTIL_RATIO"],
+    DRAM_ACTIVE => ["DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_DRAM_UTIL_RATIO"],
+    TENSOR_ACTIVE => ["DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_TENSOR_UTIL_RATIO"],
+    GR_ENGINE_ACTIVE => ["DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO"],
+}
+
+/// What a target is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    Vllm,
+    Dcgm,
+    Other,
+}
+
+/// Schema eras, named by the releases that expose them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Schema {
+    /// V0 engine (≤0.7, or `VLLM_USE_V1=0` up to 0.10): no `engine` label,
+    /// `num_requests_swapped`, `gpu_prefix_cache_hit_rate` gauge.
+    VllmV0,
+    /// V1 0.7.x–0.8.2: no `engine` label; `gpu_prefix_cache_*` count blocks.
+    VllmV1NoEngine,
+    /// V1 0.8.3–0.9.1: `engine` label, old names only (`gpu_prefix_cache_*`
+    /// count blocks before 0.9.0).
+    VllmV1OldNames,
+    /// V1 0.9.2–0.11: old and new names side by side.
+    VllmV1BothNames,
+    /// V1 0.12–0.15: new names only, no `prompt_tokens_cached`.
+    VllmV1NewNames,
+    /// V1 0.16 and later (the article's 0.23; current 0.33).
+    VllmV1Current,
+    /// dcgm-exporter with the classic field names (all released CSVs so far).
+    DcgmClassic,
+    /// dcgm-exporter with DCGM 4.6 canonical names (`*_RATIO`, `BOARD_POWER_WATTS`).
+    Dcgm46,
+}
+
+impl Schema {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Schema::VllmV0 => "vllm-v0",
+            Schema::VllmV1NoEngine => "vllm-v1-0.7",
+            Schema::VllmV1OldNames => "vllm-v1-0.8",
+            Schema::VllmV1BothNames => "vllm-v1-0.9-0.11",
+            Schema::VllmV1NewNames => "vllm-v1-0.12-0.15",
+            Schema::VllmV1Current => "vllm-v1-0.16+",
+            Schema::DcgmClassic => "dcgm-classic",
+            Schema::Dcgm46 => "dcgm-4.6",
+        }
+    }
+
+    pub fn source(self) -> Source {
+        match self {
+            Schema::DcgmClassic | Schema::Dcgm46 => Source::Dcgm,
+            _ => Source::Vllm,
+        }
+    }
+
+    /// True when the prefix-cache counters of this era may count KV blocks,
+    /// not tokens (V1 before 0.9.0).
+    pub fn prefix_cache_in_blocks(self) -> bool {
+        matches!(self, Schema::VllmV1NoEngine | Schema::VllmV1OldNames)
+    }
+}
+
+/// Families a target exposes (base names: histograms without `_bucket` etc.)
+/// and whether any `vllm:` series carries an `engine` label.
+pub fn detect(families: &BTreeSet<String>, vllm_engine_label: bool) -> Option<Schema> {
+    let has = |n: &str| families.contains(n);
+    if families.iter().any(|f| f.starts_with("vllm:")) {
+        if has("vllm:num_requests_swapped")
+            || has("vllm:cpu_cache_usage_perc")
+            || has("vllm:gpu_prefix_cache_hit_rate")
+            || has("vllm:avg_generation_throughput_toks_per_s")
+        {
+            return Some(Schema::VllmV0);
+        }
+        if !vllm_engine_label {
+            return Some(Schema::VllmV1NoEngine);
+        }
+        let new = has("vllm:kv_cache_usage_perc") || has("vllm:prefix_cache_queries_total");
+        let old = has("vllm:gpu_cache_usage_perc") || has("vllm:gpu_prefix_cache_queries_total");
+        return Some(match (old, new) {
+            (true, true) => Schema::VllmV1BothNames,
+            (true, false) => Schema::VllmV1OldNames,
+            _ if has("vllm:prompt_tokens_cached_total") => Schema::VllmV1Current,
+            _ => Schema::VllmV1NewNames,
+        });
+    }
+    if families.iter().any(|f| f.starts_with("DCGM_FI_")) {
+        let renamed = [
+            "DCGM_FI_DEV_GPU_UTIL_RATIO",
+            "DCGM_FI_DEV_BOARD_POWER_WATTS",
+            "DCGM_FI_PROF_DRAM_UTIL_RATIO",
+            "DCGM_FI_PROF_TENSOR_UTIL_RATIO",
+        ];
+        return Some(if renamed.iter().any(|n| has(n)) {
+            Schema::Dcgm46
+        } else {
+            Schema::DcgmClassic
+        });
+    }
+    None
+}
+
+/// Inputs a source of this kind needs, with the derived series each feeds:
+/// a missing one means a dashboard on that series stays empty.
+pub fn expectations(schema: Schema) -> Vec<(&'static Input, &'static str)> {
+    match schema.source() {
+        Source::Vllm => {
+            let mut v: Vec<(&'static Input, &'static str)> = vec![
+                (&GENERATION_TOKENS, "infertel_generation_tokens_per_second"),
+                (&PROMPT_TOKENS, "infertel_prompt_tokens_per_second"),
+                (&SUCCESS, "infertel_finished_ratio"),
+                (&TTFT, "infertel_time_to_first_token_seconds"),
+                (&ITL, "infertel_inter_token_latency_seconds"),
+                (&E2E, "infertel_e2e_latency_seconds"),
+                (&QUEUE, "infertel_request_phase_seconds"),
+                (&PREFILL, "infertel_request_phase_seconds"),
+                (&DECODE, "infertel_request_phase_seconds"),
+                (&ITERATION_TOKENS, "infertel_tokens_per_iteration"),
+                (&KV_USAGE, "infertel_kv_cache_usage_ratio"),
+                (&WAITING, "infertel_scale_signal"),
+            ];
+            match schema {
+                Schema::VllmV0 => v.push((&PREFIX_HIT_RATE_V0, "infertel_prefix_cache_hit_ratio")),
+                _ => v.push((&PREFIX_HITS, "infertel_prefix_cache_hit_ratio")),
+            }
+            if schema == Schema::VllmV1Current {
+                v.push((&PROMPT_TOKENS_CACHED, "infertel_prompt_tokens_cached_ratio"));
+            }
+            v
+        }
+        Source::Dcgm => vec![
+            (&FB_USED, "infertel_vram_used_ratio"),
+            (&FB_FREE, "infertel_vram_used_ratio"),
+            (&POWER, "infertel_tokens_per_watt"),
+            (&DRAM_ACTIVE, "infertel_memory_bound"),
+            (&TENSOR_ACTIVE, "infertel_memory_bound"),
+        ],
+        Source::Other => vec![],
+    }
+}
+
+/// The family a wire name belongs to (histogram and summary parts folded).
+pub fn family_of(name: &str) -> &str {
+    for suffix in ["_bucket", "_count", "_sum"] {
+        if let Some(base) = name.strip_suffix(suffix) {
+            return base;
+        }
+    }
+    name
+}

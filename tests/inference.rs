@@ -1,0 +1,398 @@
+//! The inference processor and `infertel report` end to end: the recorded
+//! article scrapes give the golden JSON report; derived ratios and quantiles
+//! equal a real Prometheus 2.42's `rate()/rate()` and `histogram_quantile`
+//! on the same samples to 1e-9; the agent's derived series reach Prometheus
+//! and go stale when their target disappears; `report` on the simulator at
+//! low and high concurrency gives the expected verdicts.
+
+mod support;
+
+use infertel_inference::article::{self, VllmState};
+use infertel_inference::scrape::series_from_text;
+use infertel_inference::{Engine, Settings, TargetKey};
+use std::process::Command;
+use std::time::Duration;
+use support::*;
+
+fn run_report(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(infertel_bin())
+        .arg("report")
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .expect("run infertel report");
+    assert!(
+        out.status.success(),
+        "report failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("report JSON: {e}\n{}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn verdict(r: &serde_json::Value, objective: &str) -> String {
+    r["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["objective"] == objective)
+        .map(|v| v["verdict"].as_str().unwrap().to_string())
+        .unwrap()
+}
+
+fn rec_ids(r: &serde_json::Value) -> Vec<String> {
+    r["recommendations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn report_replay_of_the_article_scrapes_matches_the_golden_json() {
+    let dir = repo_dir().join("tests/fixtures/replay/article");
+    let got = run_report(&["--replay", dir.to_str().unwrap()]);
+    let want: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(
+        got, want,
+        "report --replay changed; if intended, regenerate report.json and review the diff"
+    );
+    // The article's numbers, independently of the golden file.
+    let m = &got["measurements"];
+    let close = |k: &str, v: f64| {
+        assert!(
+            (m[k].as_f64().unwrap() - v).abs() < 1e-9 * v.abs().max(1.0),
+            "{k}: {} vs {v}",
+            m[k]
+        )
+    };
+    close("request_queue_seconds_mean", 0.000_01);
+    close("request_prefill_seconds_mean", 0.037_98);
+    close("request_decode_seconds_mean", 1.664_69);
+    close("prompt_tokens_cached_ratio", 0.325);
+    close("tokens_per_iteration", 10.36);
+    close("generation_tokens_per_second", 479.1);
+    close("vram_used_ratio", 21_483.0 / 22_835.0);
+    for o in ["ttft_p95", "itl_p95", "queue", "error_abort_ratio"] {
+        assert_eq!(verdict(&got, o), "PASS", "{o}");
+    }
+    assert_eq!(
+        rec_ids(&got),
+        [
+            "decode_bound",
+            "raise_max_tokens",
+            "standardize_prompt_prefix",
+            "scale_on_kv_and_waiting",
+            "alert_on_queue_time"
+        ]
+    );
+    let decode = &got["recommendations"][0];
+    assert!(
+        decode["text"].as_str().unwrap().contains("97.1%"),
+        "cites the decode share: {decode}"
+    );
+    assert!(
+        decode["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["metric"] == "DCGM_FI_PROF_DRAM_ACTIVE" && e["value"] == 0.804)
+    );
+}
+
+fn post_remote_write(url: &str, series: &[infertel_model::Series]) {
+    let mut enc = infertel_remote_write::Encoder::new();
+    let body = enc.encode(series, &[]).to_vec();
+    let f = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(f.path(), body).unwrap();
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/stderr",
+            "-w",
+            "%{http_code}",
+            "--data-binary",
+        ])
+        .arg(format!("@{}", f.path().display()))
+        .args([
+            "-H",
+            "Content-Encoding: snappy",
+            "-H",
+            "Content-Type: application/x-protobuf",
+            "-H",
+            "X-Prometheus-Remote-Write-Version: 0.1.0",
+            url,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "204",
+        "remote write: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn query_at(p: &Prometheus, q: &str, t_ms: i64) -> f64 {
+    let url = format!(
+        "{}/api/v1/query?query={}&time={}",
+        p.url(),
+        urlencode(q),
+        t_ms as f64 / 1000.0
+    );
+    let (code, body) = http_get(&url).unwrap();
+    assert_eq!(code, 200, "{q}: {body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let r = v["data"]["result"].as_array().unwrap();
+    assert_eq!(r.len(), 1, "{q}: {body}");
+    parse_prom_float(r[0]["value"][1].as_str().unwrap())
+}
+
+#[test]
+fn derived_ratios_and_quantiles_equal_prometheus_on_the_same_samples() {
+    let prom = Prometheus::start("");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let t0 = (now - 300_000) / 1000 * 1000;
+    let key = TargetKey {
+        job: "vllm".into(),
+        instance: "10.0.1.23:8000".into(),
+    };
+    // 70 s window holding five scrapes 15 s apart: Prometheus extrapolates
+    // every series by the same factor (the counters start far from zero), so
+    // ratios of its rates, and quantiles of its bucket rates, equal ours.
+    let window = 70_000;
+    let mut engine = Engine::new(Settings {
+        window_ms: window,
+        ..Settings::default()
+    });
+    let mut all = Vec::new();
+    for i in 0..5 {
+        let t = t0 + 15_000 * i;
+        // Uneven progress between scrapes, and a generation-rate change.
+        let step = [0.0, 0.2, 0.55, 0.7, 1.0][i as usize];
+        let s = series_from_text(
+            &article::vllm(VllmState {
+                step,
+                generated_per_window: 28_746.0 + 1000.0 * i as f64,
+                ..Default::default()
+            }),
+            t,
+            &key.job,
+            &key.instance,
+        )
+        .unwrap();
+        engine.ingest(&s);
+        all.extend(s);
+    }
+    post_remote_write(&prom.write_url(), &all);
+    let t = t0 + 60_000;
+    let ev = engine.evaluate(&key, t);
+    let ours = |name: &str, label: Option<(&str, &str)>| {
+        ev.derived
+            .iter()
+            .find(|d| d.name == name && label.is_none_or(|(k, v)| d.label(k) == Some(v)))
+            .unwrap_or_else(|| panic!("{name} {label:?}"))
+            .value
+    };
+    let checks: Vec<(f64, String)> = vec![
+        (ours("infertel_request_phase_seconds", Some(("phase", "decode"))), "rate(vllm:request_decode_time_seconds_sum[70s]) / rate(vllm:e2e_request_latency_seconds_count[70s])".into()),
+        (ours("infertel_request_phase_seconds", Some(("phase", "queue"))), "rate(vllm:request_queue_time_seconds_sum[70s]) / rate(vllm:e2e_request_latency_seconds_count[70s])".into()),
+        (ours("infertel_decode_share", None), "rate(vllm:request_decode_time_seconds_sum[70s]) / rate(vllm:e2e_request_latency_seconds_sum[70s])".into()),
+        (ours("infertel_prompt_tokens_cached_ratio", None), "rate(vllm:prompt_tokens_cached_total[70s]) / rate(vllm:prompt_tokens_total[70s])".into()),
+        (ours("infertel_prefix_cache_hit_ratio", None), "rate(vllm:prefix_cache_hits_total[70s]) / rate(vllm:prefix_cache_queries_total[70s])".into()),
+        (ours("infertel_tokens_per_iteration", None), "rate(vllm:iteration_tokens_total_sum[70s]) / rate(vllm:iteration_tokens_total_count[70s])".into()),
+        (ours("infertel_generation_to_prompt_ratio", None), "rate(vllm:request_generation_tokens_sum[70s]) / rate(vllm:request_prompt_tokens_sum[70s])".into()),
+        (ours("infertel_finished_ratio", Some(("finished_reason", "length"))), "rate(vllm:request_success_total{finished_reason=\"length\"}[70s]) / ignoring(finished_reason) sum without(finished_reason) (rate(vllm:request_success_total[70s]))".into()),
+    ]
+    .into_iter()
+    .chain(["0.5", "0.95", "0.99"].into_iter().flat_map(|q| {
+        [("infertel_time_to_first_token_seconds", "vllm:time_to_first_token_seconds"), ("infertel_inter_token_latency_seconds", "vllm:inter_token_latency_seconds"), ("infertel_e2e_latency_seconds", "vllm:e2e_request_latency_seconds")]
+            .map(|(n, h)| (ours(n, Some(("quantile", q))), format!("histogram_quantile({q}, rate({h}_bucket[70s]))")))
+    }))
+    .collect();
+    for (mine, q) in &checks {
+        let theirs = query_at(&prom, q, t);
+        assert!(
+            (mine - theirs).abs() <= 1e-9 * theirs.abs().max(1e-300),
+            "{q}: infertel {mine} vs prometheus {theirs}"
+        );
+    }
+    // Without extrapolation our rate is the increase over the sampled 60 s;
+    // Prometheus' extrapolates to 70 s and divides by 70: the same number.
+    let r = query_at(&prom, "rate(vllm:generation_tokens_total[70s])", t);
+    assert!((ours("infertel_generation_tokens_per_second", None) - r).abs() <= 1e-9 * r);
+}
+
+fn simulate(concurrency: &str) -> (Proc, String, String) {
+    let (v, d) = (free_port(), free_port());
+    let dir = std::env::temp_dir();
+    let mut cmd = Command::new(infertel_bin());
+    cmd.args([
+        "simulate",
+        "--vllm",
+        &format!("127.0.0.1:{v}"),
+        "--dcgm",
+        &format!("127.0.0.1:{d}"),
+        "--concurrency",
+        concurrency,
+        "--capacity",
+        "16",
+        "--output-tokens",
+        "102",
+    ]);
+    let p = Proc::spawn(
+        "simulate",
+        &mut cmd,
+        dir.join(format!("infertel-sim-{v}.log")),
+    );
+    let vu = format!("http://127.0.0.1:{v}/metrics");
+    wait_until("simulator up", Duration::from_secs(10), || {
+        matches!(http_get(&vu), Ok((200, _))).then_some(())
+    });
+    (p, vu, format!("http://127.0.0.1:{d}/metrics"))
+}
+
+#[test]
+fn report_on_the_simulator_passes_at_low_and_fails_at_high_concurrency() {
+    let (_low, lv, ld) = simulate("8");
+    let (_high, hv, hd) = simulate("64");
+    let h = std::thread::spawn(move || {
+        run_report(&[
+            "--url",
+            &hv,
+            "--url",
+            &hd,
+            "--window",
+            "12s",
+            "--interval",
+            "1s",
+        ])
+    });
+    let low = run_report(&[
+        "--url",
+        &lv,
+        "--url",
+        &ld,
+        "--window",
+        "12s",
+        "--interval",
+        "1s",
+    ]);
+    let high = h.join().unwrap();
+    for o in ["ttft_p95", "itl_p95", "queue"] {
+        assert_eq!(
+            verdict(&low, o),
+            "PASS",
+            "8 clients on 16 slots: {o}\n{low:#}"
+        );
+    }
+    assert_eq!(
+        verdict(&high, "queue"),
+        "FAIL",
+        "64 clients on 16 slots queue\n{high:#}"
+    );
+    assert_eq!(
+        verdict(&high, "ttft_p95"),
+        "FAIL",
+        "queueing pushes TTFT past 300 ms\n{high:#}"
+    );
+    assert!(
+        high["measurements"]["num_requests_waiting_max"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    assert!(rec_ids(&low).contains(&"decode_bound".to_string()));
+    assert_eq!(low["targets"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn agent_emits_derived_series_to_prometheus_and_stales_them_when_the_target_goes() {
+    let (mut sim, vu, du) = simulate("8");
+    let prom = Prometheus::start("");
+    let target = |u: &str| {
+        u.trim_start_matches("http://")
+            .trim_end_matches("/metrics")
+            .to_string()
+    };
+    let cfg = format!(
+        r#"
+receivers:
+  prometheus:
+    config:
+      global: {{scrape_interval: 1s, scrape_timeout: 1s}}
+      scrape_configs:
+        - job_name: vllm
+          static_configs: [{{targets: ['{}']}}]
+        - job_name: dcgm
+          static_configs: [{{targets: ['{}']}}]
+processors:
+  inference:
+    window: 5s
+exporters:
+  prometheusremotewrite:
+    endpoint: {}
+service:
+  pipelines:
+    metrics: {{receivers: [prometheus], processors: [inference], exporters: [prometheusremotewrite]}}
+  telemetry: {{metrics: {{address: "{{{{TELEMETRY}}}}"}}}}
+"#,
+        target(&vu),
+        target(&du),
+        prom.write_url()
+    );
+    let agent = Agent::start(&cfg);
+    for q in [
+        "infertel_decode_share",
+        "infertel_vram_used_ratio",
+        "infertel_tokens_per_watt",
+        "infertel_target_schema_info{schema=\"vllm-v1-0.16+\"}",
+        "infertel_slo_ok{objective=\"queue\"}",
+    ] {
+        wait_until(q, Duration::from_secs(30), || {
+            (!prom.query(q).is_empty()).then_some(())
+        });
+    }
+    let share: f64 = parse_prom_float(&prom.query("infertel_decode_share")[0].1);
+    assert!(share > 0.9 && share < 1.0, "decode share {share}");
+    let l = &prom.query("infertel_decode_share")[0].0;
+    assert_eq!(
+        l.get("model_name").map(String::as_str),
+        Some("Qwen/Qwen2.5-3B-Instruct")
+    );
+    assert_eq!(l.get("job").map(String::as_str), Some("vllm"));
+    assert!(
+        agent.self_metric(
+            "infertel_processor_inference_skipped_total",
+            &[("reason", "first_window")]
+        ) > 0.0,
+        "first window counted"
+    );
+    assert!(
+        prom.query("vllm:generation_tokens_total").len() == 1,
+        "input kept"
+    );
+    // The vLLM target disappears: its derived series go stale in Prometheus.
+    sim.terminate(Duration::from_secs(5));
+    wait_until("derived series stale", Duration::from_secs(30), || {
+        prom.query("infertel_decode_share").is_empty().then_some(())
+    });
+    assert!(
+        prom.query("infertel_tokens_per_watt").is_empty(),
+        "the join lost its vLLM side"
+    );
+    assert!(
+        agent
+            .proc
+            .log_text()
+            .contains("target speaks vllm-v1-0.16+"),
+        "schema logged once:\n{}",
+        agent.proc.log_text()
+    );
+}

@@ -2,6 +2,7 @@
 //! per processor type; the config key `processors.<type>` names the folder.
 
 pub mod batch;
+pub mod preserve_names;
 
 use crate::config::{or_default, ComponentKind};
 use serde::Deserializer;
@@ -9,14 +10,16 @@ use serde::Deserializer;
 #[derive(Debug)]
 pub enum ProcessorConfig {
     Batch(batch::BatchConfig),
+    PreserveNames(preserve_names::PreserveNamesConfig),
 }
 
 impl ComponentKind for ProcessorConfig {
     const SECTION: &'static str = "processor";
-    const KNOWN: &'static [&'static str] = &["batch"];
+    const KNOWN: &'static [&'static str] = &["batch", "preserve_names"];
     fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
         match kind {
             "batch" => Ok(ProcessorConfig::Batch(or_default(d)?)),
+            "preserve_names" => Ok(ProcessorConfig::PreserveNames(or_default(d)?)),
             other => Err(serde::de::Error::custom(format!("unknown processor type {other:?}"))),
         }
     }
@@ -26,6 +29,7 @@ impl ProcessorConfig {
     pub fn validate(&self) -> Result<(), String> {
         match self {
             ProcessorConfig::Batch(c) => c.validate(),
+            ProcessorConfig::PreserveNames(_) => Ok(()),
         }
     }
 }

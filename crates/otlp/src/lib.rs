@@ -568,7 +568,7 @@ impl Converter {
             let acc = resources.entry(res.clone()).or_default();
             let md = store.get(&c.family);
             if self.naming == Naming::Preserve {
-                self.preserve(acc, &res, s, &c, md);
+                self.preserve(acc, &res, s, &c, store);
                 continue;
             }
             if name == "target_info"
@@ -784,9 +784,15 @@ impl Converter {
         res: &ResourceKey,
         s: &Series,
         c: &Classified,
-        md: Option<&Metadata>,
+        store: &MetadataStore,
     ) {
         let name = s.labels.metric_name();
+        // A `_created` series declared as its own family (prometheus_client
+        // writes `# TYPE x_created gauge`) keeps that declared type.
+        let (md, kind) = match (c.role, store.get(name)) {
+            (Role::Created, Some(m)) => (Some(m), m.kind),
+            _ => (store.get(&c.family), c.kind),
+        };
         let attrs: Vec<KeyValue> = s
             .labels
             .iter()
@@ -825,7 +831,7 @@ impl Converter {
                 }
             };
             let p = number_point(attrs.clone(), start, x.timestamp_ms, x.value);
-            push_number(acc, name, md, c.kind, sum_kind, p);
+            push_number(acc, name, md, kind, sum_kind, p);
         }
     }
 }

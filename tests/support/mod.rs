@@ -15,10 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind an ephemeral loopback port")
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("bind an ephemeral loopback port")
 }
 
 /// The shared/ folder beside the repository (or $INFERTEL_SHARED).
@@ -46,9 +43,7 @@ pub fn require(program: &str) -> PathBuf {
             return p;
         }
     }
-    panic!(
-        "{program} is not installed: run the test command from the README (scripts/test.sh installs it)"
-    );
+    panic!("{program} is not installed: run the test command from the README (scripts/test.sh installs it)");
 }
 
 /// A child process killed (and reaped) on drop.
@@ -67,11 +62,7 @@ impl Proc {
             .stdin(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
-        Proc {
-            name: name.into(),
-            child,
-            log,
-        }
+        Proc { name: name.into(), child, log }
     }
 
     pub fn pid(&self) -> u32 {
@@ -84,10 +75,7 @@ impl Proc {
 
     /// SIGTERM, then wait (up to `timeout`) for a clean exit; returns the code.
     pub fn terminate(&mut self, timeout: Duration) -> Option<i32> {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.pid().to_string())
-            .status();
+        let _ = Command::new("kill").arg("-TERM").arg(self.pid().to_string()).status();
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if let Ok(Some(st)) = self.child.try_wait() {
@@ -144,17 +132,12 @@ impl Prometheus {
         let bin = require("prometheus");
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
-        let cfg = format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n{scrape_configs_yaml}\n"
-        );
+        let cfg = format!("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n{scrape_configs_yaml}\n");
         let cfg_path = dir.path().join("prometheus.yml");
         std::fs::write(&cfg_path, cfg).expect("write prometheus.yml");
         let mut cmd = Command::new(bin);
         cmd.arg(format!("--config.file={}", cfg_path.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
+            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--web.enable-remote-write-receiver")
             .arg("--log.level=warn");
@@ -186,14 +169,7 @@ impl Prometheus {
             .unwrap_or_default()
             .iter()
             .map(|r| {
-                let labels = r["metric"]
-                    .as_object()
-                    .map(|m| {
-                        m.iter()
-                            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let labels = r["metric"].as_object().map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect()).unwrap_or_default();
                 (labels, r["value"][1].as_str().unwrap_or("").to_string())
             })
             .collect()
@@ -214,10 +190,7 @@ impl Victoria {
         let port = free_port();
         let mut cmd = Command::new(bin);
         cmd.arg(format!("-httpListenAddr=127.0.0.1:{port}"))
-            .arg(format!(
-                "-storageDataPath={}",
-                dir.path().join("data").display()
-            ))
+            .arg(format!("-storageDataPath={}", dir.path().join("data").display()))
             .arg("-retentionPeriod=100y")
             .arg("-search.latencyOffset=0s")
             .arg("-search.disableCache")
@@ -241,32 +214,14 @@ impl Victoria {
     /// Every raw sample of the series matching `selector`: (labels, values).
     pub fn export(&self, selector: &str) -> Vec<(BTreeMap<String, String>, Vec<f64>)> {
         let _ = http_get(&format!("{}/internal/force_flush", self.url()));
-        let (code, body) = http_get(&format!(
-            "{}/api/v1/export?match[]={}",
-            self.url(),
-            urlencode(selector)
-        ))
-        .unwrap_or((0, String::new()));
+        let (code, body) = http_get(&format!("{}/api/v1/export?match[]={}", self.url(), urlencode(selector))).unwrap_or((0, String::new()));
         assert_eq!(code, 200, "victoria export {selector}: {body}");
         body.lines()
             .filter(|l| !l.trim().is_empty())
             .map(|l| {
                 let v: serde_json::Value = serde_json::from_str(l).expect("VM export JSON line");
-                let labels = v["metric"]
-                    .as_object()
-                    .map(|m| {
-                        m.iter()
-                            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let values = v["values"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default()
-                    .iter()
-                    .map(json_f64)
-                    .collect();
+                let labels = v["metric"].as_object().map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect()).unwrap_or_default();
+                let values = v["values"].as_array().cloned().unwrap_or_default().iter().map(json_f64).collect();
                 (labels, values)
             })
             .collect()
@@ -294,9 +249,7 @@ pub fn urlencode(s: &str) -> String {
     let mut out = String::new();
     for b in s.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(b as char)
-            }
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
             _ => out.push_str(&format!("%{b:02X}")),
         }
     }
@@ -327,10 +280,7 @@ impl Targets {
         let addr = std_listener.local_addr().expect("addr");
         let (p, h) = (pages.clone(), hits.clone());
         let rt = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
                 let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
@@ -343,32 +293,18 @@ impl Targets {
                                 .header("content-type", page.content_type)
                                 .body(axum::body::Body::from(page.body))
                                 .unwrap(),
-                            None => axum::response::Response::builder()
-                                .status(404)
-                                .body(axum::body::Body::from("not found"))
-                                .unwrap(),
+                            None => axum::response::Response::builder().status(404).body(axum::body::Body::from("not found")).unwrap(),
                         }
                     }
                 });
                 let _ = axum::serve(listener, app).await;
             });
         });
-        Targets {
-            addr,
-            pages,
-            hits,
-            _rt: rt,
-        }
+        Targets { addr, pages, hits, _rt: rt }
     }
 
     pub fn set(&self, path: &str, content_type: &str, body: impl Into<Vec<u8>>) {
-        self.pages.lock().unwrap().insert(
-            path.into(),
-            Page {
-                content_type: content_type.into(),
-                body: body.into(),
-            },
-        );
+        self.pages.lock().unwrap().insert(path.into(), Page { content_type: content_type.into(), body: body.into() });
     }
 
     pub fn hits(&self, path: &str) -> u64 {
@@ -395,29 +331,15 @@ impl Agent {
         let path = dir.path().join("infertel.yaml");
         std::fs::write(&path, cfg).expect("write config");
         let mut cmd = Command::new(infertel_bin());
-        cmd.arg("run")
-            .arg("--config")
-            .arg(&path)
-            .env("RUST_LOG", "info");
+        cmd.arg("run").arg("--config").arg(&path).env("RUST_LOG", "info");
         let proc = Proc::spawn("infertel", &mut cmd, dir.path().join("infertel.log"));
-        let mut a = Agent {
-            proc,
-            dir,
-            telemetry_port,
-        };
-        wait_until(
-            "infertel self-metrics endpoint",
-            Duration::from_secs(20),
-            || {
-                if let Ok(Some(st)) = a.proc.child.try_wait() {
-                    panic!(
-                        "infertel exited with {st} before serving:\n{}",
-                        a.proc.log_text()
-                    );
-                }
-                matches!(http_get(&a.metrics_url()), Ok((200, _))).then_some(())
-            },
-        );
+        let mut a = Agent { proc, dir, telemetry_port };
+        wait_until("infertel self-metrics endpoint", Duration::from_secs(20), || {
+            if let Ok(Some(st)) = a.proc.child.try_wait() {
+                panic!("infertel exited with {st} before serving:\n{}", a.proc.log_text());
+            }
+            matches!(http_get(&a.metrics_url()), Ok((200, _))).then_some(())
+        });
         a
     }
 
@@ -428,19 +350,11 @@ impl Agent {
     /// Sum of the agent's own metric `name` over series whose labels contain all of `filter`.
     pub fn self_metric(&self, name: &str, filter: &[(&str, &str)]) -> f64 {
         let (_, body) = http_get(&self.metrics_url()).unwrap_or((0, String::new()));
-        let exp = infertel_exposition::parse(
-            body.as_bytes(),
-            infertel_exposition::Format::PrometheusText,
-        )
-        .expect("self-metrics parse");
+        let exp = infertel_exposition::parse(body.as_bytes(), infertel_exposition::Format::PrometheusText).expect("self-metrics parse");
         exp.samples
             .iter()
             .filter(|s| s.name == name)
-            .filter(|s| {
-                filter
-                    .iter()
-                    .all(|(k, v)| exp.labels(s).iter().any(|(a, b)| a == k && b == v))
-            })
+            .filter(|s| filter.iter().all(|(k, v)| exp.labels(s).iter().any(|(a, b)| a == k && b == v)))
             .map(|s| s.value)
             .sum()
     }
@@ -476,43 +390,24 @@ impl RwReceiver {
         let addr = std_listener.local_addr().expect("addr");
         let l = log.clone();
         let rt = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("runtime");
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
                 let app = axum::Router::new().route(
                     "/api/v1/write",
-                    axum::routing::post(
-                        move |headers: axum::http::HeaderMap, body: bytes::Bytes| {
-                            let (l, counter, script) = (l.clone(), counter.clone(), script.clone());
-                            async move {
-                                let index =
-                                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                                let (status, delay) = script(index);
-                                let req = infertel_remote_write::decode(&body)
-                                    .expect("a decodable remote-write body");
-                                let (series, _) = infertel_remote_write::to_model(&req);
-                                let headers = headers
-                                    .iter()
-                                    .map(|(k, v)| {
-                                        (k.to_string(), v.to_str().unwrap_or("").to_string())
-                                    })
-                                    .collect();
-                                l.lock().unwrap().push(Received {
-                                    index,
-                                    status,
-                                    headers,
-                                    series,
-                                });
-                                tokio::time::sleep(delay).await;
-                                axum::http::StatusCode::from_u16(status)
-                                    .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR)
-                            }
-                        },
-                    ),
+                    axum::routing::post(move |headers: axum::http::HeaderMap, body: bytes::Bytes| {
+                        let (l, counter, script) = (l.clone(), counter.clone(), script.clone());
+                        async move {
+                            let index = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            let (status, delay) = script(index);
+                            let req = infertel_remote_write::decode(&body).expect("a decodable remote-write body");
+                            let (series, _) = infertel_remote_write::to_model(&req);
+                            let headers = headers.iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string())).collect();
+                            l.lock().unwrap().push(Received { index, status, headers, series });
+                            tokio::time::sleep(delay).await;
+                            axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR)
+                        }
+                    }),
                 );
                 let _ = axum::serve(listener, app).await;
             });

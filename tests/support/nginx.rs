@@ -16,15 +16,8 @@ use std::time::Duration;
 
 /// Runs a command, panicking with its stderr when it fails.
 fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?} failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -82,23 +75,7 @@ impl Pki {
             let csr = d.join(format!("{name}.csr"));
             let extfile = d.join(format!("{name}.ext"));
             std::fs::write(&extfile, ext).expect("write extfile");
-            run(Command::new(&openssl)
-                .current_dir(d)
-                .args([
-                    "req",
-                    "-new",
-                    "-newkey",
-                    "ec",
-                    "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1",
-                    "-nodes",
-                    "-subj",
-                ])
-                .arg(format!("/CN={cn}"))
-                .arg("-keyout")
-                .arg(&key)
-                .arg("-out")
-                .arg(&csr));
+            run(Command::new(&openssl).current_dir(d).args(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj"]).arg(format!("/CN={cn}")).arg("-keyout").arg(&key).arg("-out").arg(&csr));
             run(Command::new(&openssl)
                 .current_dir(d)
                 .args(["x509", "-req", "-days", "2", "-CAcreateserial", "-in"])
@@ -123,18 +100,8 @@ impl Pki {
             "other.invalid",
             "subjectAltName=DNS:other.invalid\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
         );
-        let client = leaf(
-            "client",
-            "infertel-agent",
-            "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n",
-        );
-        Pki {
-            dir,
-            ca,
-            server,
-            other,
-            client,
-        }
+        let client = leaf("client", "infertel-agent", "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n");
+        Pki { dir, ca, server, other, client }
     }
 }
 
@@ -190,14 +157,7 @@ http {{
         let mut cmd = Command::new(bin);
         // -e: the startup error log, before nginx.conf is read (Debian's
         // default would be stderr, which the Proc log captures anyway).
-        cmd.arg("-p")
-            .arg(dir.path())
-            .arg("-e")
-            .arg(dir.path().join("error.log"))
-            .arg("-c")
-            .arg(&conf_path)
-            .arg("-g")
-            .arg("daemon off;");
+        cmd.arg("-p").arg(dir.path()).arg("-e").arg(dir.path().join("error.log")).arg("-c").arg(&conf_path).arg("-g").arg("daemon off;");
         let mut proc = Proc::spawn("nginx", &mut cmd, dir.path().join("nginx.stdout.log"));
         let error_log = dir.path().join("error.log");
         wait_until("nginx listening", Duration::from_secs(15), || {
@@ -208,16 +168,7 @@ http {{
                     std::fs::read_to_string(&error_log).unwrap_or_default()
                 );
             }
-            ports
-                .iter()
-                .all(|p| {
-                    TcpStream::connect_timeout(
-                        &([127, 0, 0, 1], *p).into(),
-                        Duration::from_millis(200),
-                    )
-                    .is_ok()
-                })
-                .then_some(())
+            ports.iter().all(|p| TcpStream::connect_timeout(&([127, 0, 0, 1], *p).into(), Duration::from_millis(200)).is_ok()).then_some(())
         });
         Nginx { proc, dir }
     }
@@ -232,10 +183,6 @@ http {{
 
     /// Both logs, for failure messages.
     pub fn logs(&self) -> String {
-        format!(
-            "--- nginx access.log ---\n{}--- nginx error.log ---\n{}",
-            self.access_log(),
-            self.error_log()
-        )
+        format!("--- nginx access.log ---\n{}--- nginx error.log ---\n{}", self.access_log(), self.error_log())
     }
 }

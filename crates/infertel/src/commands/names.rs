@@ -181,7 +181,15 @@ pub async fn names(log: &LogArgs, path: &Path, target: Option<&str>) -> u8 {
                             BTreeMap::new();
                         for (name, ls) in &sc.series {
                             let l: Vec<&str> = ls.iter().map(String::as_str).collect();
-                            let pl = plan(&sc.store, naming, trim, name, &l);
+                            let mut pl = plan(&sc.store, naming, trim, name, &l);
+                            // The spec drops a histogram or summary without `_count`.
+                            let fam = sc.store.classify(name).family;
+                            if matches!(pl.otlp_type.as_str(), "histogram" | "summary")
+                                && !sc.series.contains_key(&format!("{fam}_count"))
+                            {
+                                pl.otlp_type =
+                                    format!("dropped: {} without {fam}_count", pl.otlp_type);
+                            }
                             let e = out.entry(pl.name.clone()).or_insert_with(|| {
                                 (pl.otlp_type.clone(), BTreeSet::new(), pl.resource.clone())
                             });

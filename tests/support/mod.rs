@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod nginx;
+pub mod otlp;
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};

@@ -41,6 +41,16 @@ pub enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// Dry run: scrape once (or read a file) and print, per exporter, each
+    /// metric's final name, type and labels, with warnings where a backend
+    /// will misread them.
+    Names {
+        #[arg(long, short)]
+        config: PathBuf,
+        /// A URL to scrape or a file to read instead of the configured targets.
+        #[arg(long)]
+        target: Option<String>,
+    },
     /// Start a simulated vLLM + dcgm-exporter on loopback, scrape it with the
     /// default pipeline and show what flows (no GPU, no backend needed).
     Demo {

@@ -8,7 +8,7 @@
 use crate::config::{ComponentId, Config};
 use crate::consumer::{Consumer, FanOut};
 use crate::exporters::debug::DebugExporter;
-use crate::exporters::prometheusremotewrite::RemoteWriteExporter;
+use crate::exporters::queue::QueuedExporter;
 use crate::exporters::ExporterConfig;
 use crate::extensions::ExtensionConfig;
 use crate::processors::batch::BatchProcessor;
@@ -24,14 +24,17 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 enum Exporter {
-    RemoteWrite(Arc<RemoteWriteExporter>),
+    /// Remote write, OTLP gRPC, OTLP HTTP: the shared sending queue.
+    Queued(Arc<dyn QueuedExporter>),
     Debug(Arc<DebugExporter>),
 }
 
 impl Exporter {
-    fn consumer(&self) -> Arc<dyn Consumer> {
+    /// The consumer a pipeline feeds; `naming` is Preserve when the
+    /// pipeline lists the `preserve_names` processor.
+    fn consumer(&self, naming: infertel_otlp::Naming) -> Arc<dyn Consumer> {
         match self {
-            Exporter::RemoteWrite(e) => e.clone(),
+            Exporter::Queued(e) => e.clone().consumer(naming),
             Exporter::Debug(e) => e.clone(),
         }
     }
@@ -67,14 +70,20 @@ impl Service {
             if !used("exporters", &id) {
                 continue;
             }
+            let auth = match ec.authenticator() {
+                Some(a) => Some(extensions.get(a).cloned().ok_or_else(|| format!("exporter {id}: authenticator {a:?} not defined"))?),
+                None => None,
+            };
             let e = match ec {
-                ExporterConfig::PrometheusRemoteWrite(c) => {
-                    let auth = match &c.auth {
-                        Some(a) => Some(extensions.get(&a.authenticator).cloned().ok_or_else(|| format!("exporter {id}: authenticator {:?} not defined", a.authenticator))?),
-                        None => None,
-                    };
-                    Exporter::RemoteWrite(RemoteWriteExporter::new(id.to_string(), c, auth, telemetry.clone()).map_err(|e| format!("exporter {id}: {e}"))?)
+                ExporterConfig::PrometheusRemoteWrite(c) => Exporter::Queued(
+                    crate::exporters::prometheusremotewrite::new_exporter(id.to_string(), c, auth, telemetry.clone()).map_err(|e| format!("exporter {id}: {e}"))?,
+                ),
+                ExporterConfig::Otlp(c) => {
+                    Exporter::Queued(crate::exporters::otlp::new_exporter(id.to_string(), c, auth, telemetry.clone()).map_err(|e| format!("exporter {id}: {e}"))?)
                 }
+                ExporterConfig::OtlpHttp(c) => Exporter::Queued(
+                    crate::exporters::otlphttp::new_exporter(id.to_string(), c, auth, telemetry.clone()).map_err(|e| format!("exporter {id}: {e}"))?,
+                ),
                 ExporterConfig::Debug(c) => Exporter::Debug(Arc::new(DebugExporter { id: id.to_string(), cfg: c })),
             };
             exporters.push((id, e));
@@ -82,10 +91,12 @@ impl Service {
         let mut processors = Vec::new();
         let mut entries: BTreeMap<String, Vec<Arc<dyn Consumer>>> = BTreeMap::new();
         for (pname, p) in &cfg.service.pipelines {
+            let preserve = p.processors.iter().any(|r| ComponentId::parse(r).is_ok_and(|id| id.kind == "preserve_names"));
+            let naming = if preserve { infertel_otlp::Naming::Preserve } else { infertel_otlp::Naming::Otel };
             let outs: Vec<Arc<dyn Consumer>> = p
                 .exporters
                 .iter()
-                .filter_map(|r| exporters.iter().find(|(id, _)| id.to_string() == *r).map(|(_, e)| e.consumer()))
+                .filter_map(|r| exporters.iter().find(|(id, _)| id.to_string() == *r).map(|(_, e)| e.consumer(naming)))
                 .collect();
             let mut next: Arc<dyn Consumer> = if outs.len() == 1 { outs[0].clone() } else { Arc::new(FanOut(outs)) };
             for r in p.processors.iter().rev() {
@@ -100,6 +111,9 @@ impl Service {
                     ProcessorConfig::Inference(c) => {
                         next = InferenceProcessor::new(id.to_string(), c, next, telemetry.clone());
                     }
+                    // A pipeline-level naming contract, applied above when
+                    // the exporters' consumers were made; batches pass as is.
+                    ProcessorConfig::PreserveNames(_) => {}
                 }
             }
             for r in &p.receivers {
@@ -162,9 +176,9 @@ impl Service {
         let mut exporter_tasks = Vec::new();
         let mut rw = Vec::new();
         for (_, e) in &self.exporters {
-            if let Exporter::RemoteWrite(x) = e {
+            if let Exporter::Queued(x) = e {
                 rw.push(x.clone());
-                exporter_tasks.push(tokio::spawn(x.clone().run(exp_stop.clone())));
+                exporter_tasks.push(tokio::spawn(x.clone().start(exp_stop.clone())));
             }
         }
         let processor_tasks: Vec<_> = self.processors.iter().map(|p| tokio::spawn(p.clone().run(proc_stop.clone()))).collect();
@@ -194,7 +208,7 @@ impl Service {
         };
         if tokio::time::timeout(self.shutdown_timeout, drain).await.is_err() {
             for x in &rw {
-                x.abandon_queued();
+                x.abandon();
             }
         }
         if let Some(s) = server {

@@ -2,6 +2,7 @@
 
 mod demo;
 mod report;
+mod names;
 mod run;
 mod simulate;
 mod validate;
@@ -24,6 +25,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
     let code = match cli.command {
         Command::Run { config } => rt.block_on(run::run(&cli.log, &config)),
         Command::Validate { config } => validate::validate(&cli.log, &config),
+        Command::Names { config, target } => rt.block_on(names::names(&cli.log, &config, target.as_deref())),
         Command::Demo { duration, concurrency, interval } => rt.block_on(demo::demo(&cli.log, duration, concurrency, interval)),
         Command::Simulate { vllm, dcgm, concurrency, capacity, model, seed, workload } => {
             rt.block_on(simulate::simulate(&cli.log, vllm, dcgm, concurrency, capacity, model, seed, workload))

@@ -2,7 +2,10 @@
 //! key `exporters.<type>` names the folder.
 
 pub mod debug;
+pub mod otlp;
+pub mod otlphttp;
 pub mod prometheusremotewrite;
+pub mod queue;
 pub mod shared;
 
 use crate::config::{or_default, ComponentKind};
@@ -14,15 +17,19 @@ use serde::Deserializer;
 pub enum ExporterConfig {
     PrometheusRemoteWrite(prometheusremotewrite::config::RemoteWriteConfig),
     Debug(debug::DebugConfig),
+    Otlp(otlp::config::OtlpConfig),
+    OtlpHttp(otlphttp::config::OtlpHttpConfig),
 }
 
 impl ComponentKind for ExporterConfig {
     const SECTION: &'static str = "exporter";
-    const KNOWN: &'static [&'static str] = &["prometheusremotewrite", "debug"];
+    const KNOWN: &'static [&'static str] = &["prometheusremotewrite", "debug", "otlp", "otlphttp"];
     fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
         match kind {
             "prometheusremotewrite" => Ok(ExporterConfig::PrometheusRemoteWrite(serde::Deserialize::deserialize(d)?)),
             "debug" => Ok(ExporterConfig::Debug(or_default(d)?)),
+            "otlp" => Ok(ExporterConfig::Otlp(serde::Deserialize::deserialize(d)?)),
+            "otlphttp" => Ok(ExporterConfig::OtlpHttp(serde::Deserialize::deserialize(d)?)),
             other => Err(serde::de::Error::custom(format!("unknown exporter type {other:?}"))),
         }
     }
@@ -33,6 +40,8 @@ impl ExporterConfig {
         match self {
             ExporterConfig::PrometheusRemoteWrite(c) => c.validate(),
             ExporterConfig::Debug(_) => Ok(()),
+            ExporterConfig::Otlp(c) => c.validate(),
+            ExporterConfig::OtlpHttp(c) => c.validate(),
         }
     }
 
@@ -41,6 +50,8 @@ impl ExporterConfig {
         match self {
             ExporterConfig::PrometheusRemoteWrite(c) => c.auth.as_ref().map(|a| a.authenticator.as_str()),
             ExporterConfig::Debug(_) => None,
+            ExporterConfig::Otlp(c) => c.auth.as_ref().map(|a| a.authenticator.as_str()),
+            ExporterConfig::OtlpHttp(c) => c.auth.as_ref().map(|a| a.authenticator.as_str()),
         }
     }
 }

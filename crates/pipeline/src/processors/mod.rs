@@ -3,6 +3,7 @@
 
 pub mod batch;
 pub mod inference;
+pub mod preserve_names;
 
 use crate::config::{or_default, ComponentKind};
 use serde::Deserializer;
@@ -11,15 +12,17 @@ use serde::Deserializer;
 pub enum ProcessorConfig {
     Batch(batch::BatchConfig),
     Inference(inference::InferenceConfig),
+    PreserveNames(preserve_names::PreserveNamesConfig),
 }
 
 impl ComponentKind for ProcessorConfig {
     const SECTION: &'static str = "processor";
-    const KNOWN: &'static [&'static str] = &["batch", "inference"];
+    const KNOWN: &'static [&'static str] = &["batch", "inference", "preserve_names"];
     fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
         match kind {
             "batch" => Ok(ProcessorConfig::Batch(or_default(d)?)),
             "inference" => Ok(ProcessorConfig::Inference(or_default(d)?)),
+            "preserve_names" => Ok(ProcessorConfig::PreserveNames(or_default(d)?)),
             other => Err(serde::de::Error::custom(format!("unknown processor type {other:?}"))),
         }
     }
@@ -30,6 +33,7 @@ impl ProcessorConfig {
         match self {
             ProcessorConfig::Batch(c) => c.validate(),
             ProcessorConfig::Inference(c) => c.validate(),
+            ProcessorConfig::PreserveNames(_) => Ok(()),
         }
     }
 }

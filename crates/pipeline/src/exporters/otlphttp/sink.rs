@@ -1,0 +1,51 @@
+//! The `otlphttp` exporter: the OTLP sending queue and conversion of
+//! `exporters/otlp/sink.rs` over an HTTP transport.
+
+use super::config::OtlpHttpConfig;
+use super::service::HttpTransport;
+use crate::exporters::otlp::request_builder::Shared;
+use crate::exporters::otlp::service::Sender;
+use crate::exporters::otlp::sink::OtlpDeliver;
+use crate::exporters::prometheusremotewrite::sink::header_map;
+use crate::exporters::queue::SendingQueue;
+use crate::extensions::ExtensionConfig;
+use crate::telemetry::Telemetry;
+use std::sync::Arc;
+
+pub type OtlpHttpExporter = SendingQueue<OtlpDeliver<HttpTransport>>;
+
+pub fn new_exporter(
+    id: String,
+    cfg: OtlpHttpConfig,
+    auth: Option<ExtensionConfig>,
+    telemetry: Telemetry,
+) -> Result<Arc<OtlpHttpExporter>, String> {
+    cfg.validate()?;
+    let url = cfg.url()?;
+    let client = crate::http::build_client(&cfg.tls.settings(), Some(cfg.timeout.get()))?;
+    let transport = HttpTransport {
+        url: url.clone(),
+        client,
+        headers: header_map(&cfg.headers)?,
+        auth,
+        compression: cfg.compression,
+    };
+    let sender = Sender::new(
+        id.clone(),
+        transport,
+        cfg.retry_on_failure.clone(),
+        telemetry.clone(),
+    );
+    let deliver = OtlpDeliver {
+        sender,
+        shared: Shared::default(),
+        trim: cfg.trim_metric_suffixes,
+    };
+    Ok(SendingQueue::new(
+        id,
+        url,
+        cfg.sending_queue.clone(),
+        deliver,
+        telemetry,
+    ))
+}

@@ -20,7 +20,6 @@
 
 use super::TargetGroup;
 use crate::config::Duration;
-use crate::receivers::prometheus::config::TlsConfig;
 use crate::telemetry::Counter;
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -91,9 +90,9 @@ pub struct KubernetesSdConfig {
     pub selectors: Vec<Selector>,
     /// With `api_server`: the token sent to the API server (re-read before it expires).
     pub bearer_token_file: Option<PathBuf>,
-    /// With `api_server`: `ca_file` and `insecure_skip_verify`.
+    /// With `api_server`: how to verify it (client certificates: use a kubeconfig).
     #[serde(default)]
-    pub tls_config: TlsConfig,
+    pub tls_config: ApiServerTls,
     /// Re-list everything this often, replacing the known set (infertel extension).
     #[serde(default = "default_resync")]
     pub resync_interval: Duration,
@@ -101,6 +100,15 @@ pub struct KubernetesSdConfig {
 
 fn default_resync() -> Duration {
     Duration::from_secs(600)
+}
+
+#[derive(Debug, Deserialize, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ApiServerTls {
+    pub ca_file: Option<PathBuf>,
+    pub server_name: Option<String>,
+    #[serde(default)]
+    pub insecure_skip_verify: bool,
 }
 
 impl KubernetesSdConfig {
@@ -124,9 +132,6 @@ impl KubernetesSdConfig {
             && (self.bearer_token_file.is_some() || self.tls_config.ca_file.is_some())
         {
             return Err("kubernetes_sd_configs: bearer_token_file and tls_config need api_server (in-cluster and kubeconfig bring their own)".into());
-        }
-        if self.tls_config.cert_file.is_some() || self.tls_config.key_file.is_some() {
-            return Err("kubernetes_sd_configs: client certificates are supported through kubeconfig_file, not tls_config".into());
         }
         if let Some(s) = &self.api_server {
             let u = url::Url::parse(s)
@@ -819,5 +824,11 @@ mod tests {
                 .contains("need api_server")
         );
         assert!(serde_yaml::from_str::<KubernetesSdConfig>("role: pods").is_err());
+        let e = serde_yaml::from_str::<KubernetesSdConfig>(
+            "role: pod\napi_server: https://k\ntls_config: {cert_file: /c}",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("cert_file"), "{e}");
     }
 }

@@ -235,7 +235,7 @@ async fn client_config(cfg: &KubernetesSdConfig) -> Result<kube::Config, String>
 
 /// One SD config's live target groups, kept up to date by a background task.
 pub struct KubernetesDiscovery {
-    state: Arc<Mutex<BTreeMap<String, BTreeMap<String, Vec<TargetGroup>>>>>,
+    state: Shared,
     handle: tokio::task::JoinHandle<()>,
 }
 
@@ -249,8 +249,7 @@ impl KubernetesDiscovery {
         errors: Arc<Counter>,
         stop: tokio_watch::Receiver<bool>,
     ) -> KubernetesDiscovery {
-        let state: Arc<Mutex<BTreeMap<String, BTreeMap<String, Vec<TargetGroup>>>>> =
-            Arc::default();
+        let state: Shared = Arc::default();
         let st = state.clone();
         let handle =
             tokio::spawn(async move { run(cfg, index, job, st, changed, errors, stop).await });
@@ -270,7 +269,9 @@ impl KubernetesDiscovery {
     }
 }
 
-type Shared = Arc<Mutex<BTreeMap<String, BTreeMap<String, Vec<TargetGroup>>>>>;
+/// Per namespace, per object (`namespace/name`), the object's groups.
+type Shared = Arc<Mutex<BTreeMap<String, ObjectGroups>>>;
+type ObjectGroups = BTreeMap<String, Vec<TargetGroup>>;
 
 async fn run(
     cfg: KubernetesSdConfig,
@@ -315,9 +316,11 @@ async fn run(
         namespaces = vec![None];
     }
     namespaces.dedup();
-    let mut wc = watcher::Config::default();
-    wc.label_selector = cfg.label_selector();
-    wc.field_selector = cfg.field_selector();
+    let wc = watcher::Config {
+        label_selector: cfg.label_selector(),
+        field_selector: cfg.field_selector(),
+        ..Default::default()
+    };
     tracing::info!(
         job = %job, role, namespaces = ?namespaces, label_selector = ?wc.label_selector, field_selector = ?wc.field_selector,
         "kubernetes discovery: watching"
@@ -381,7 +384,7 @@ async fn watch_loop<K>(
         + 'static,
 {
     let obj_key = |o: &K| format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any());
-    let publish = |f: &mut dyn FnMut(&mut BTreeMap<String, Vec<TargetGroup>>)| {
+    let publish = |f: &mut dyn FnMut(&mut ObjectGroups)| {
         let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
         f(st.entry(ns_key.clone()).or_default());
         drop(st);

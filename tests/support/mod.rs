@@ -336,6 +336,11 @@ pub struct Agent {
 impl Agent {
     /// `config` may use `{{TELEMETRY}}` for the self-metrics address.
     pub fn start(config: &str) -> Agent {
+        Agent::start_with_env(config, &[])
+    }
+
+    /// As [`Agent::start`], with extra environment variables for the process.
+    pub fn start_with_env(config: &str, env: &[(&str, &str)]) -> Agent {
         let dir = tempfile::tempdir().expect("tempdir");
         let telemetry_port = free_port();
         let cfg = config.replace("{{TELEMETRY}}", &format!("127.0.0.1:{telemetry_port}"));
@@ -343,6 +348,7 @@ impl Agent {
         std::fs::write(&path, cfg).expect("write config");
         let mut cmd = Command::new(infertel_bin());
         cmd.arg("run").arg("--config").arg(&path).env("RUST_LOG", "info");
+        cmd.envs(env.iter().copied());
         let proc = Proc::spawn("infertel", &mut cmd, dir.path().join("infertel.log"));
         let mut a = Agent { proc, dir, telemetry_port };
         wait_until("infertel self-metrics endpoint", Duration::from_secs(20), || {

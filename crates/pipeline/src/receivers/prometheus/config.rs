@@ -67,6 +67,8 @@ pub struct ScrapeConfig {
     pub static_configs: Vec<StaticConfig>,
     #[serde(default)]
     pub file_sd_configs: Vec<FileSdConfig>,
+    #[serde(default)]
+    pub kubernetes_sd_configs: Vec<super::discovery::kubernetes::KubernetesSdConfig>,
     pub basic_auth: Option<BasicAuth>,
     pub authorization: Option<Authorization>,
     pub bearer_token: Option<String>,
@@ -233,6 +235,9 @@ impl ScrapeConfig {
         self.tls_config.settings().validate().map_err(|e| format!("job {job:?}: tls_config: {e}"))?;
         Relabeler::new(&self.relabel_configs).map_err(|e| format!("job {job:?}: relabel_configs: {e}"))?;
         Relabeler::new(&self.metric_relabel_configs).map_err(|e| format!("job {job:?}: metric_relabel_configs: {e}"))?;
+        for (i, k) in self.kubernetes_sd_configs.iter().enumerate() {
+            k.validate().map_err(|e| format!("job {job:?}: kubernetes_sd_configs[{i}]: {e}"))?;
+        }
         for sc in &self.static_configs {
             for t in &sc.targets {
                 if t.contains('/') {

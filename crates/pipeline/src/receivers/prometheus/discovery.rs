@@ -1,6 +1,9 @@
 //! Where targets come from: `static_configs` and `file_sd_configs` (JSON or
 //! YAML lists of `{targets, labels}`, re-read every `refresh_interval`; the
-//! last path component may be a `*`/`?` glob, as in Prometheus).
+//! last path component may be a `*`/`?` glob, as in Prometheus), and
+//! `kubernetes_sd_configs` (watched, in `discovery/kubernetes.rs`).
+
+pub mod kubernetes;
 
 use super::config::{FileSdConfig, ScrapeConfig};
 use serde::Deserialize;

@@ -4,6 +4,7 @@
 //! markers) when a target disappears from discovery.
 
 use super::config::{GlobalConfig, PrometheusConfig, ScrapeConfig};
+use super::discovery::kubernetes::KubernetesDiscovery;
 use super::discovery::{read_file_sd, static_groups, TargetGroup};
 use super::scrape::{JobSettings, ScrapeAuth, ScrapeLoop};
 use super::target::{populate, Populated, Target};
@@ -110,8 +111,24 @@ async fn run_job(
     let mut file_groups: Vec<Vec<TargetGroup>> = vec![Vec::new(); sc.file_sd_configs.len()];
     let refresh = sc.file_sd_configs.iter().map(|f| f.refresh_interval.get()).min();
     let mut running: HashMap<(Labels, String), Running> = HashMap::new();
+    // Kubernetes discovery runs in the background and wakes this loop on change.
+    let k8s_changed = Arc::new(tokio::sync::Notify::new());
+    let k8s_errors = telemetry.counter(
+        "infertel_receiver_discovery_errors_total",
+        "Service-discovery failures (Kubernetes API unreachable, watch errors, bad credentials); known targets are kept.",
+        &[("receiver", &receiver), ("job", &sc.job_name), ("mechanism", "kubernetes")],
+    );
+    let k8s: Vec<KubernetesDiscovery> = sc
+        .kubernetes_sd_configs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| KubernetesDiscovery::spawn(c.clone(), i, sc.job_name.clone(), k8s_changed.clone(), k8s_errors.clone(), stop.clone()))
+        .collect();
     loop {
         let mut groups = static_groups(&sc);
+        for d in &k8s {
+            groups.extend(d.groups());
+        }
         for (i, f) in sc.file_sd_configs.iter().enumerate() {
             match read_file_sd(f) {
                 Ok(g) => file_groups[i] = g,
@@ -168,6 +185,7 @@ async fn run_job(
         let wait = refresh.unwrap_or(Duration::from_secs(u32::MAX as u64));
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
+            _ = k8s_changed.notified() => {}
             _ = stop.changed() => {}
         }
         if *stop.borrow() {
@@ -177,5 +195,8 @@ async fn run_job(
     for (_, r) in running.drain() {
         let _ = r.stop.send(true);
         let _ = r.handle.await;
+    }
+    for d in k8s {
+        d.join().await;
     }
 }

@@ -33,6 +33,7 @@ fn job() -> JobSettings {
         metric_relabel: Relabeler::default(),
         external_labels: vec![],
         auth: ScrapeAuth::None,
+        interner: Default::default(),
     }
 }
 

@@ -28,6 +28,7 @@ fn main() {
         metric_relabel: Relabeler::default(),
         external_labels: vec![],
         auth: ScrapeAuth::None,
+        interner: Default::default(),
     };
     let mut cache = SeriesCache::default();
     let mut rb = RequestBuilder::new(3_000_000, false, vec![]);

@@ -50,6 +50,7 @@ fn job_settings(receiver: &str, sc: &ScrapeConfig, g: &GlobalConfig) -> Result<J
         metric_relabel: Relabeler::new(&sc.metric_relabel_configs).map_err(|e| e.to_string())?,
         external_labels: g.external_labels.iter().map(|(k, v)| Label::new(k.as_str(), v.as_str())).collect(),
         auth,
+        interner: Default::default(),
     })
 }
 

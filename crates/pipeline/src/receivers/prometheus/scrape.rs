@@ -22,8 +22,7 @@ use infertel_exposition::Format;
 use infertel_model::{stale_nan, Batch, Label, Labels, Metadata, Sample, Series, METRIC_NAME};
 use infertel_relabel::Relabeler;
 use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION};
-use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
-use std::hash::{Hash, Hasher};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
@@ -99,6 +98,43 @@ pub struct JobSettings {
     pub metric_relabel: Relabeler,
     pub external_labels: Vec<Label>,
     pub auth: ScrapeAuth,
+    /// Label strings shared by every series of every target of the job.
+    pub interner: Interner,
+}
+
+/// Interns label names and values, so a string that appears in many series
+/// (`model_name`, a GPU's UUID, `engine`, and in a fleet the same names on
+/// every node) is stored once. Strings nobody uses any more are purged when
+/// the set has doubled since the last purge, so churn does not grow it.
+#[derive(Debug, Default)]
+pub struct Interner {
+    set: std::sync::Mutex<FxHashSet<Arc<str>>>,
+    purge_at: std::sync::atomic::AtomicUsize,
+}
+
+impl Interner {
+    pub fn get(&self, s: &str) -> Arc<str> {
+        let mut set = self.set.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(a) = set.get(s) {
+            return a.clone();
+        }
+        let a: Arc<str> = Arc::from(s);
+        set.insert(a.clone());
+        let limit = self.purge_at.load(std::sync::atomic::Ordering::Relaxed).max(4096);
+        if set.len() > limit {
+            set.retain(|a| Arc::strong_count(a) > 1);
+            self.purge_at.store(set.len() * 2, std::sync::atomic::Ordering::Relaxed);
+        }
+        a
+    }
+
+    pub fn len(&self) -> usize {
+        self.set.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Why a scrape failed: the `reason` label of
@@ -114,8 +150,6 @@ fn fail(reason: &'static str, message: impl Into<String>) -> ScrapeFailure {
 }
 
 struct CacheEntry {
-    name: Box<str>,
-    raw: Box<[(Box<str>, Box<str>)]>,
     /// Finished labels, or None when metric relabeling dropped the series.
     out: Option<Labels>,
     seen: u64,
@@ -138,11 +172,14 @@ pub struct ScrapeStats {
 /// series seen on the last successful scrape.
 #[derive(Default)]
 pub struct SeriesCache {
-    /// Keyed by a hash of the series as scraped (name and labels in body
-    /// order); entries are compared in full, so a collision costs a compare,
-    /// never a wrong series. Fx is a few instructions per word: this runs
-    /// once per sample.
-    entries: FxHashMap<u64, Vec<CacheEntry>>,
+    /// Keyed by the 128-bit XXH3 hash of the series as scraped (name, then
+    /// label pairs in body order, with separators no UTF-8 text contains).
+    /// Storing the hash instead of the scraped text keeps an entry small
+    /// (one per active series); two different series would have to collide
+    /// on 128 bits, about 1e-27 at a million series.
+    entries: FxHashMap<u128, CacheEntry>,
+    /// Reused buffer for building the key.
+    scratch: Vec<u8>,
     scrape_id: u64,
     last_metadata: Option<Instant>,
     warned_duplicates: bool,
@@ -151,7 +188,7 @@ pub struct SeriesCache {
 
 impl SeriesCache {
     pub fn len(&self) -> usize {
-        self.entries.values().map(Vec::len).sum()
+        self.entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -165,7 +202,6 @@ impl SeriesCache {
         let out = self
             .entries
             .values()
-            .flatten()
             .filter(|e| e.seen == prev && e.track_staleness)
             .filter_map(|e| e.out.clone())
             .map(|labels| Series { labels, samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }] })
@@ -252,56 +288,44 @@ pub fn build_series(
     let exp = infertel_exposition::parse(body, format).map_err(|e| fail("parse", format!("parse error: {e}")))?;
     let id = cache.scrape_id + 1;
     let mut stats = ScrapeStats { scraped: exp.samples.len() as u64, ..Default::default() };
-    let mut new_entries: Vec<(u64, CacheEntry)> = Vec::new();
-    let mut touched: Vec<(u64, usize)> = Vec::new();
+    let mut inserted: Vec<u128> = Vec::new();
+    let mut touched: Vec<u128> = Vec::new();
     let mut relabeled_seen: FxHashSet<Labels> = FxHashSet::default();
     let check_collisions = !job.metric_relabel.is_empty();
     let start_len = out.len();
     let result = (|| {
         for s in &exp.samples {
             let raw = exp.labels(s);
-            let mut h = FxHasher::default();
-            s.name.hash(&mut h);
+            let scratch = &mut cache.scratch;
+            scratch.clear();
+            scratch.extend_from_slice(s.name.as_bytes());
             for (n, v) in raw {
-                n.hash(&mut h);
-                v.hash(&mut h);
+                scratch.push(0xff);
+                scratch.extend_from_slice(n.as_bytes());
+                scratch.push(0xfe);
+                scratch.extend_from_slice(v.as_bytes());
             }
-            let key = h.finish();
-            let matches = |e: &CacheEntry| {
-                *e.name == *s.name && e.raw.len() == raw.len() && e.raw.iter().zip(raw).all(|((a, b), (c, d))| **a == **c && **b == **d)
-            };
+            let key = xxhash_rust::xxh3::xxh3_128(scratch);
             let explicit_ts = job.honor_timestamps && s.timestamp_ms.is_some();
             let sample_ts = if explicit_ts { s.timestamp_ms.unwrap_or(ts) } else { ts };
-            let labels: Option<Labels> = match cache.entries.get_mut(&key).and_then(|v| v.iter().position(&matches).map(|i| (i, v))) {
-                Some((i, v)) => {
-                    if v[i].seen == id {
+            let labels: Option<Labels> = match cache.entries.get_mut(&key) {
+                Some(e) => {
+                    if e.seen == id {
                         // The same series twice in one body: Prometheus keeps the first.
                         stats.duplicates += 1;
                         continue;
                     }
-                    v[i].seen = id;
-                    touched.push((key, i));
-                    v[i].out.clone()
+                    e.seen = id;
+                    touched.push(key);
+                    e.out.clone()
                 }
                 None => {
-                    if new_entries.iter().any(|(k, e)| *k == key && matches(e)) {
-                        stats.duplicates += 1;
-                        continue;
-                    }
                     let labels = finish_labels(&s.name, raw, target, job)?;
                     if labels.is_some() {
                         stats.series_added += 1;
                     }
-                    new_entries.push((
-                        key,
-                        CacheEntry {
-                            name: (*s.name).into(),
-                            raw: raw.iter().map(|(n, v)| ((**n).into(), (**v).into())).collect(),
-                            out: labels.clone(),
-                            seen: id,
-                            track_staleness: !explicit_ts,
-                        },
-                    ));
+                    cache.entries.insert(key, CacheEntry { out: labels.clone(), seen: id, track_staleness: !explicit_ts });
+                    inserted.push(key);
                     labels
                 }
             };
@@ -319,30 +343,29 @@ pub fn build_series(
         Ok(())
     })();
     if let Err(e) = result {
-        // Roll back: nothing from a failed scrape is forwarded.
+        // Roll back: nothing from a failed scrape is forwarded, and the cache
+        // is as it was.
         out.truncate(start_len);
-        for (key, i) in touched {
-            if let Some(v) = cache.entries.get_mut(&key) {
-                v[i].seen = id - 1;
+        for key in inserted {
+            cache.entries.remove(&key);
+        }
+        for key in touched {
+            if let Some(e) = cache.entries.get_mut(&key) {
+                e.seen = id - 1;
             }
         }
         return Err(e);
     }
     // Series of the previous scrape that did not come back go stale.
     let prev = cache.scrape_id;
-    for v in cache.entries.values_mut() {
-        v.retain(|e| {
-            if e.seen == prev && e.track_staleness
-                && let Some(l) = &e.out {
-                    out.push(Series { labels: l.clone(), samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }] });
-                }
-            e.seen == id
-        });
-    }
-    cache.entries.retain(|_, v| !v.is_empty());
-    for (k, e) in new_entries {
-        cache.entries.entry(k).or_default().push(e);
-    }
+    cache.entries.retain(|_, e| {
+        if e.seen == prev && e.track_staleness {
+            if let Some(l) = &e.out {
+                out.push(Series { labels: l.clone(), samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }] });
+            }
+        }
+        e.seen == id
+    });
     cache.scrape_id = id;
     if want_metadata {
         for f in &exp.families {
@@ -364,7 +387,7 @@ fn finish_labels(
     job: &JobSettings,
 ) -> Result<Option<Labels>, ScrapeFailure> {
     let mut v: Vec<Label> = Vec::with_capacity(raw.len() + target.labels.len() + 1);
-    v.push(Label::new(METRIC_NAME, name));
+    v.push(Label { name: job.interner.get(METRIC_NAME), value: job.interner.get(name) });
     for (n, val) in raw {
         if n == METRIC_NAME {
             return Err(fail("invalid_labels", format!("series {name}: label __name__ inside braces")));
@@ -372,7 +395,7 @@ fn finish_labels(
         if v.iter().any(|l| *l.name == **n) {
             return Err(fail("invalid_labels", format!("series {name}: label name {n:?} is not unique")));
         }
-        v.push(Label::new(&**n, &**val));
+        v.push(Label { name: job.interner.get(n), value: job.interner.get(val) });
     }
     let mut v = attach_target_labels(v, &target.labels, job.honor_labels);
     let labels = Labels::from_vec(std::mem::take(&mut v));
@@ -633,6 +656,7 @@ mod tests {
             metric_relabel: Relabeler::new(&rc).unwrap(),
             external_labels: vec![],
             auth: ScrapeAuth::None,
+            interner: Interner::default(),
         }
     }
 
@@ -737,5 +761,24 @@ mod tests {
         let (a, _) = scrape("a{x=\"1\"} 1\n", 1, &j, &mut c).unwrap();
         let (b, _) = scrape("a{x=\"1\"} 2\n", 2, &j, &mut c).unwrap();
         assert!(std::ptr::eq(a[0].labels.as_slice(), b[0].labels.as_slice()), "the second scrape reuses the first's Labels");
+    }
+}
+
+#[cfg(test)]
+mod interner_tests {
+    use super::*;
+
+    #[test]
+    fn interned_strings_are_shared_and_unused_ones_purged() {
+        let i = Interner::default();
+        let a = i.get("model_name");
+        let b = i.get("model_name");
+        assert!(Arc::ptr_eq(&a, &b));
+        // Churn: many values nobody holds on to; the set stays bounded.
+        for n in 0..20_000 {
+            let _ = i.get(&format!("pod-{n}"));
+        }
+        assert!(i.len() <= 8193, "{}", i.len());
+        assert!(Arc::ptr_eq(&a, &i.get("model_name")), "a string still in use survives a purge");
     }
 }

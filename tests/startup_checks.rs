@@ -86,6 +86,19 @@ fn run(cfg: &Path, dir: &Path, within: Duration) -> (Option<Out>, Option<Proc>) 
     (None, Some(p))
 }
 
+fn wait_until_or<T>(_what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 fn readyz(port: u16) -> (u16, String) {
     http_get(&format!("http://127.0.0.1:{port}/readyz")).unwrap_or((0, String::new()))
 }
@@ -413,7 +426,8 @@ service:
     let mut agent = Agent::start(&cfg);
     wait_until("ready", Duration::from_secs(15), || (readyz(health).0 == 200).then_some(()));
     let in_prom = || prom.query("count_over_time(held_probe[1h])").first().map(|(_, v)| v.parse::<f64>().unwrap() as u64).unwrap_or(0);
-    let otlp_points = || rx.requests().iter().flat_map(|r| r.points()).filter(|p| p.metric == "held_probe").count();
+    // Stale markers at shutdown (the no-recorded-value flag) are not samples.
+    let otlp_points = || rx.requests().iter().flat_map(|r| r.points()).filter(|p| p.metric == "held_probe" && p.flags & 1 == 0).count();
     wait_until("first samples in Prometheus", Duration::from_secs(15), || (in_prom() >= 2).then_some(()));
 
     std::fs::write(&deny, "").unwrap();
@@ -443,10 +457,12 @@ service:
     assert!(log.contains("resuming delivery"), "{log}");
     // Nothing lost: Prometheus has every sample the OTLP receiver got (the
     // OTLP exporter never paused) and at least one per scrape made.
-    let (p, o) = wait_until("Prometheus settles", Duration::from_secs(10), || {
-        let (p, o) = (in_prom() as usize, otlp_points());
-        (p == o).then_some((p, o))
+    let mut last = (0, 0);
+    let settled = wait_until_or("Prometheus settles", Duration::from_secs(10), || {
+        last = (in_prom() as usize, otlp_points());
+        (last.0 == last.1).then_some(last)
     });
+    let (p, o) = settled.unwrap_or_else(|| panic!("Prometheus has {} samples, the OTLP receiver {}", last.0, last.1));
     let scrapes = targets.hits("/metrics") as usize;
     assert!(p + 1 >= scrapes && p <= scrapes, "prometheus {p}, otlp {o}, scrapes {scrapes}");
     assert!(nginx.access_log().contains("\" 403 "), "{}", nginx.logs());

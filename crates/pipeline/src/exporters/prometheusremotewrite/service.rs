@@ -73,6 +73,7 @@ pub fn explain_status(status: u16, endpoint: &str) -> &'static str {
 }
 
 impl RemoteWriteService {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         exporter: String,
         endpoint: String,

@@ -594,7 +594,7 @@ fn remote_write_through_nginx_with_authenticators_and_explained_rejections() {
     let mut exporters_yaml = String::new();
     for (name, endpoint, extra) in &exporters {
         exporters_yaml.push_str(&format!(
-            "  prometheusremotewrite/{name}:\n    endpoint: {endpoint}\n    external_labels: {{via: {name}}}\n    retry_on_failure: {{initial_interval: 100ms, max_interval: 500ms}}\n{extra}"
+            "  prometheusremotewrite/{name}:\n    endpoint: {endpoint}\n    external_labels: {{via: {name}}}\n    retry_on_failure: {{initial_interval: 100ms, max_interval: 500ms}}\n    startup_check: off\n{extra}"
         ));
     }
     let list: Vec<String> = exporters
@@ -688,7 +688,11 @@ service:
         ctx()
     );
 
-    // Rejected: not retried, dropped as `rejected`, and explained.
+    // Configuration faults (401, 403, 404): the exporter pauses and holds
+    // the data (nothing dropped), explained once; a 400 (here nginx's
+    // missing client certificate) is dropped as `rejected`. The runtime
+    // behaviour is what is tested here (`startup_check: off`); the startup
+    // probes are in tests/startup_checks.rs.
     let rejected = [
         ("badpw", "401", "credentials were rejected"),
         ("badtoken", "401", "bad token"),
@@ -700,11 +704,12 @@ service:
     ];
     for (name, status, explained) in rejected {
         let e = format!("prometheusremotewrite/{name}");
+        let held = status != "400";
         // The counters and the log line come one after the other: wait for all.
         let line = format!("HTTP {status}");
         eventually(
             &format!(
-                "{e}: a request failed with {status}, its samples dropped as rejected, a log line with {explained:?}"
+                "{e}: a request failed with {status}, its samples held (config fault) or dropped as rejected (400), a log line with {explained:?}"
             ),
             Duration::from_secs(20),
             ctx,
@@ -717,13 +722,15 @@ service:
                     "infertel_exporter_dropped_samples_total",
                     &[("exporter", &e), ("reason", "rejected")],
                 );
+                let up = agent.self_metric("infertel_exporter_endpoint_up", &[("exporter", &e)]);
                 let logged = plain(&agent.proc.log_text()).lines().any(|l| {
-                    l.contains("dropping")
+                    l.contains(if held { "exporter paused, data held" } else { "dropping" })
                         && l.contains(&format!("exporter={e} "))
                         && l.contains(&line)
                         && l.contains(explained)
                 });
-                (failed >= 1.0 && dropped > 0.0 && logged).then_some(())
+                let state = if held { dropped == 0.0 && up == 0.0 } else { dropped > 0.0 };
+                (failed >= 1.0 && state && logged).then_some(())
             },
         );
         // One snapshot: the counters keep moving (retries of other statuses).

@@ -26,6 +26,7 @@ exporters:
   prometheusremotewrite:
     endpoint: {endpoint}
     retry_on_failure: {{initial_interval: 100ms, max_interval: 200ms}}
+    startup_check: off  # the scripted receiver numbers requests; no probe first
 {extra_exporter}
 service:
   pipelines:

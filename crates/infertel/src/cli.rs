@@ -41,6 +41,14 @@ pub enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// Probe every exporter's endpoint as `run` does at startup (an empty
+    /// write with the real headers and auth, never a GET) and print a table;
+    /// exit 0 when every exporter is reachable and authorized, 1 otherwise,
+    /// 78 for an invalid config.
+    Check {
+        #[arg(long, short)]
+        config: PathBuf,
+    },
     /// Dry run: scrape once (or read a file) and print, per exporter, each
     /// metric's final name, type and labels, with warnings where a backend
     /// will misread them.

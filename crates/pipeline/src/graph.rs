@@ -8,9 +8,11 @@
 use crate::config::{ComponentId, Config};
 use crate::consumer::{Consumer, FanOut};
 use crate::exporters::debug::DebugExporter;
+use crate::exporters::probe::{ProbeResult, StartupCheck, Verdict};
 use crate::exporters::queue::QueuedExporter;
 use crate::exporters::ExporterConfig;
 use crate::extensions::ExtensionConfig;
+use crate::extensions::health_check::Readiness;
 use crate::processors::batch::BatchProcessor;
 use crate::processors::inference::InferenceProcessor;
 use crate::processors::ProcessorConfig;
@@ -48,6 +50,17 @@ pub struct Service {
     telemetry: Telemetry,
     metrics_addr: Option<SocketAddr>,
     shutdown_timeout: Duration,
+    health_addr: Option<SocketAddr>,
+    health_listener: Option<tokio::net::TcpListener>,
+    readiness: Arc<Readiness>,
+}
+
+/// One exporter's probe, for `infertel check` and the startup log.
+pub struct ExporterProbe {
+    pub id: String,
+    pub endpoint: String,
+    pub check: StartupCheck,
+    pub result: ProbeResult,
 }
 
 impl Service {
@@ -74,6 +87,11 @@ impl Service {
                 Some(a) => Some(extensions.get(a).cloned().ok_or_else(|| format!("exporter {id}: authenticator {a:?} not defined"))?),
                 None => None,
             };
+            if let Some(a) = &auth
+                && !a.is_authenticator()
+            {
+                return Err(format!("exporter {id}: {:?} is not an authenticator extension", ec.authenticator().unwrap_or_default()));
+            }
             let e = match ec {
                 ExporterConfig::PrometheusRemoteWrite(c) => Exporter::Queued(
                     crate::exporters::prometheusremotewrite::new_exporter(id.to_string(), c, auth, telemetry.clone()).map_err(|e| format!("exporter {id}: {e}"))?,
@@ -134,7 +152,33 @@ impl Service {
             }
         }
         let metrics_addr = cfg.service.telemetry.metrics.socket_addr()?;
-        Ok(Service { receivers, processors, exporters, telemetry, metrics_addr, shutdown_timeout: Duration::from_secs(10) })
+        let mut health_addr = None;
+        for name in &cfg.service.extensions {
+            if let Some(ExtensionConfig::HealthCheck(h)) = extensions.get(name) {
+                health_addr = Some(h.socket_addr()?);
+            }
+        }
+        let readiness = Arc::new(Readiness {
+            receivers_started: Default::default(),
+            exporters: exporters
+                .iter()
+                .filter_map(|(_, e)| match e {
+                    Exporter::Queued(x) => x.endpoint_state(),
+                    Exporter::Debug(_) => None,
+                })
+                .collect(),
+        });
+        Ok(Service {
+            receivers,
+            processors,
+            exporters,
+            telemetry,
+            metrics_addr,
+            shutdown_timeout: Duration::from_secs(10),
+            health_addr,
+            health_listener: None,
+            readiness,
+        })
     }
 
     pub fn telemetry(&self) -> &Telemetry {
@@ -151,6 +195,60 @@ impl Service {
                 .map(Some)
                 .map_err(|e| format!("service.telemetry.metrics.address {a}: cannot listen: {e}")),
         }
+    }
+
+    /// Binds the `health_check` extension's endpoint, when configured, so
+    /// `/healthz` answers while the startup probes run.
+    pub async fn bind_health(&mut self) -> Result<Option<SocketAddr>, String> {
+        let Some(a) = self.health_addr else { return Ok(None) };
+        let l = tokio::net::TcpListener::bind(a).await.map_err(|e| format!("extensions.health_check.endpoint {a}: cannot listen: {e}"))?;
+        let local = l.local_addr().ok();
+        self.health_listener = Some(l);
+        Ok(local)
+    }
+
+    /// Probes every network exporter (all of them: `infertel check`; or
+    /// only those without `startup_check: off`), concurrently.
+    pub async fn probe_exporters(&self, include_off: bool) -> Vec<ExporterProbe> {
+        let probes = self.exporters.iter().filter_map(|(id, e)| {
+            let Exporter::Queued(x) = e else { return None };
+            let st = x.endpoint_state()?;
+            if !include_off && st.check == StartupCheck::Off {
+                return None;
+            }
+            let x = x.clone();
+            let id = id.to_string();
+            Some(async move {
+                let result = x.probe().await;
+                ExporterProbe { id, endpoint: st.endpoint.clone(), check: st.check, result }
+            })
+        });
+        futures_util::future::join_all(probes).await
+    }
+
+    /// The startup check of `infertel run`: probes, logs one line per
+    /// exporter, pauses those not reachable (they queue and keep probing)
+    /// and returns the configuration faults of `startup_check: fail`
+    /// exporters, which refuse the start.
+    pub async fn startup_checks(&self) -> Result<(), Vec<String>> {
+        let mut fatal = Vec::new();
+        for p in self.probe_exporters(false).await {
+            let states = &self.readiness.exporters;
+            let Some(st) = states.iter().find(|s| s.exporter == p.id) else { continue };
+            let r = &p.result;
+            match r.verdict {
+                Verdict::Ok => tracing::info!(exporter = %p.id, endpoint = %p.endpoint, "startup check: {}", r.line()),
+                Verdict::Config if p.check == StartupCheck::Fail => {
+                    tracing::error!(exporter = %p.id, endpoint = %p.endpoint, "startup check failed: {}", r.line());
+                    fatal.push(format!("exporter {} ({}): {}", p.id, p.endpoint, r.line()));
+                }
+                _ => {
+                    tracing::warn!(exporter = %p.id, endpoint = %p.endpoint, "startup check: {}; starting paused: data is queued and the endpoint re-probed", r.line());
+                    st.pause(r);
+                }
+            }
+        }
+        if fatal.is_empty() { Ok(()) } else { Err(fatal) }
     }
 
     /// Runs until `stop` turns true, then shuts down in order.
@@ -173,12 +271,39 @@ impl Service {
         });
         let (exp_stop_tx, exp_stop) = watch::channel(false);
         let (proc_stop_tx, proc_stop) = watch::channel(false);
+        let health = self.health_listener.map(|l| {
+            tracing::info!("health_check: /healthz and /readyz at http://{}", l.local_addr().map(|a| a.to_string()).unwrap_or_default());
+            tokio::spawn(crate::extensions::health_check::serve(l, self.readiness.clone()))
+        });
         let mut exporter_tasks = Vec::new();
         let mut rw = Vec::new();
+        let mut probers = Vec::new();
         for (_, e) in &self.exporters {
             if let Exporter::Queued(x) = e {
                 rw.push(x.clone());
                 exporter_tasks.push(tokio::spawn(x.clone().start(exp_stop.clone())));
+                // Started paused (startup check not ok): re-probe with
+                // backoff until the endpoint answers, then open the gate.
+                if let Some(st) = x.endpoint_state()
+                    && !st.is_up()
+                {
+                    let x = x.clone();
+                    probers.push(tokio::spawn(async move {
+                        let mut n = 0;
+                        loop {
+                            n += 1;
+                            if !st.sleep_unless_stopping(st.backoff(n)).await || st.is_up() {
+                                return;
+                            }
+                            let r = x.probe().await;
+                            if r.is_ok() {
+                                st.set_up();
+                                return;
+                            }
+                            st.pause(&r);
+                        }
+                    }));
+                }
             }
         }
         let processor_tasks: Vec<_> = self.processors.iter().map(|p| tokio::spawn(p.clone().run(proc_stop.clone()))).collect();
@@ -187,6 +312,7 @@ impl Service {
             .into_iter()
             .map(|(r, next)| tokio::spawn(r.run(next, telemetry.clone(), stop.clone())))
             .collect();
+        self.readiness.receivers_started.store(true, std::sync::atomic::Ordering::Relaxed);
         while !*stop.borrow() {
             if stop.changed().await.is_err() {
                 break;
@@ -200,6 +326,14 @@ impl Service {
         for t in processor_tasks {
             let _ = t.await;
         }
+        // Paused exporters give up what they hold (counted); the others drain.
+        for st in &self.readiness.exporters {
+            st.stop();
+        }
+        for p in probers {
+            p.abort();
+        }
+        self.readiness.receivers_started.store(false, std::sync::atomic::Ordering::Relaxed);
         let _ = exp_stop_tx.send(true);
         let drain = async {
             for t in exporter_tasks {
@@ -213,6 +347,9 @@ impl Service {
         }
         if let Some(s) = server {
             s.abort();
+        }
+        if let Some(h) = health {
+            h.abort();
         }
         tracing::info!("shutdown complete");
     }

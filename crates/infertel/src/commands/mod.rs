@@ -1,5 +1,6 @@
 //! One file per subcommand; shared config loading here.
 
+mod check;
 mod demo;
 mod report;
 mod names;
@@ -25,6 +26,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
     let code = match cli.command {
         Command::Run { config } => rt.block_on(run::run(&cli.log, &config)),
         Command::Validate { config } => validate::validate(&cli.log, &config),
+        Command::Check { config } => rt.block_on(check::check(&cli.log, &config)),
         Command::Names { config, target } => rt.block_on(names::names(&cli.log, &config, target.as_deref())),
         Command::Demo { duration, concurrency, interval } => rt.block_on(demo::demo(&cli.log, duration, concurrency, interval)),
         Command::Simulate { vllm, dcgm, concurrency, capacity, model, seed, workload } => {

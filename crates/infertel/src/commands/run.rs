@@ -13,13 +13,34 @@ pub async fn run(log: &LogArgs, path: &Path) -> u8 {
     };
     let logs = &loaded.config.service.telemetry.logs;
     crate::logging::init(log, &logs.level, logs.encoding == "json");
-    let service = match Service::build(loaded.config, Telemetry::new(), None) {
+    let mut service = match Service::build(loaded.config, Telemetry::new(), None) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {}: {e}", path.display());
             return exit::CONFIG;
         }
     };
+    // /healthz answers (and /readyz says not ready) while the probes run.
+    match service.bind_health().await {
+        Ok(_) => {}
+        Err(e) => {
+            tracing::error!("{e}");
+            return exit::FAILURE;
+        }
+    }
+    if let Err(faults) = service.startup_checks().await {
+        for f in &faults {
+            eprintln!("error: {f}");
+        }
+        eprintln!(
+            "{}: refusing to start: {} exporter endpoint{} misconfigured (startup_check: fail; set it to warn to start anyway, or run `infertel check --config {}`)",
+            path.display(),
+            faults.len(),
+            if faults.len() == 1 { " is" } else { "s are" },
+            path.display()
+        );
+        return exit::CONFIG;
+    }
     serve(service).await
 }
 

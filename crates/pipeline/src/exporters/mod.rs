@@ -4,6 +4,7 @@
 pub mod debug;
 pub mod otlp;
 pub mod otlphttp;
+pub mod probe;
 pub mod prometheusremotewrite;
 pub mod queue;
 pub mod shared;

@@ -13,13 +13,14 @@
 //! `infertel_exporter_queue_size`, `infertel_exporter_queue_capacity`.
 
 use crate::consumer::{BoxFuture, Consumer};
+use crate::exporters::probe::{EndpointState, ProbeResult};
 use crate::exporters::shared::QueueConfig;
 use crate::telemetry::{Counter, Gauge, Telemetry};
 use infertel_model::{Batch, Series};
 use infertel_otlp::Naming;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 use tokio::sync::{Notify, watch};
 
@@ -44,6 +45,12 @@ pub trait Deliver: Send + Sync + 'static {
         batch: Batch,
         naming: Naming,
     ) -> BoxFuture<'a, Delivered>;
+    /// The startup probe (`exporters/probe.rs`): an empty write with the
+    /// real headers and auth, plus one `infertel_canary` sample when
+    /// `canary` is set.
+    fn probe(&self, _canary: bool) -> BoxFuture<'_, ProbeResult> {
+        Box::pin(async { ProbeResult::skipped() })
+    }
 }
 
 struct Item {
@@ -68,6 +75,9 @@ pub struct SendingQueue<D: Deliver> {
     queued: Arc<AtomicI64>,
     queue_size: Arc<Gauge>,
     last_full_log: Mutex<Option<Instant>>,
+    /// The endpoint's state: consumers wait while it is paused (the data
+    /// stays queued); see `exporters/probe.rs`.
+    endpoint_state: OnceLock<Arc<EndpointState>>,
 }
 
 impl<D: Deliver> SendingQueue<D> {
@@ -120,7 +130,17 @@ impl<D: Deliver> SendingQueue<D> {
             endpoint,
             id,
             last_full_log: Mutex::new(None),
+            endpoint_state: OnceLock::new(),
         })
+    }
+
+    /// Attaches the endpoint state whose gate the consumers wait on.
+    pub fn set_endpoint_state(&self, state: Arc<EndpointState>) {
+        let _ = self.endpoint_state.set(state);
+    }
+
+    pub fn endpoint_state(&self) -> Option<Arc<EndpointState>> {
+        self.endpoint_state.get().cloned()
     }
 
     pub fn dropped(&self, reason: &str) -> Arc<Counter> {
@@ -198,6 +218,13 @@ impl<D: Deliver> SendingQueue<D> {
                 let shard = me.shards[i].clone();
                 let mut state = me.deliver.new_state();
                 loop {
+                    // Paused endpoint: leave the data queued; at shutdown
+                    // while paused, what is queued is counted as dropped.
+                    if let Some(gate) = me.endpoint_state.get()
+                        && !gate.wait_open(&mut stop).await
+                    {
+                        break;
+                    }
                     if let Some(b) = me.pop_all(&shard) {
                         me.deliver_one(&mut state, b).await;
                         continue;
@@ -214,6 +241,9 @@ impl<D: Deliver> SendingQueue<D> {
         }
         for t in tasks {
             let _ = t.await;
+        }
+        if self.endpoint_state.get().is_some_and(|g| !g.is_open()) {
+            self.abandon_queued();
         }
     }
 
@@ -300,6 +330,9 @@ pub trait QueuedExporter: Send + Sync {
     fn abandon(&self);
     /// The consumer a pipeline hands its batches to.
     fn consumer(self: Arc<Self>, naming: Naming) -> Arc<dyn Consumer>;
+    fn endpoint_state(&self) -> Option<Arc<EndpointState>>;
+    /// The startup probe (canary as the endpoint state says).
+    fn probe(&self) -> BoxFuture<'_, ProbeResult>;
 }
 
 impl<D: Deliver> QueuedExporter for SendingQueue<D> {
@@ -308,6 +341,13 @@ impl<D: Deliver> QueuedExporter for SendingQueue<D> {
     }
     fn abandon(&self) {
         self.abandon_queued()
+    }
+    fn endpoint_state(&self) -> Option<Arc<EndpointState>> {
+        SendingQueue::endpoint_state(self)
+    }
+    fn probe(&self) -> BoxFuture<'_, ProbeResult> {
+        let canary = self.endpoint_state.get().is_some_and(|s| s.canary);
+        self.deliver.probe(canary)
     }
     fn consumer(self: Arc<Self>, naming: Naming) -> Arc<dyn Consumer> {
         if naming == Naming::Otel {

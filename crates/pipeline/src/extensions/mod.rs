@@ -1,5 +1,8 @@
 //! Extensions: `basicauth` and `bearertokenauth` (client side, as in the
-//! Collector) that exporters reference with `auth.authenticator`.
+//! Collector) that exporters reference with `auth.authenticator`, and
+//! `health_check` (`/healthz`, `/readyz`).
+
+pub mod health_check;
 
 use crate::config::{or_default, ComponentKind};
 use crate::http::read_secret_file;
@@ -42,15 +45,17 @@ impl Default for BearerTokenAuthConfig {
 pub enum ExtensionConfig {
     BasicAuth(BasicAuthConfig),
     BearerTokenAuth(BearerTokenAuthConfig),
+    HealthCheck(health_check::HealthCheckConfig),
 }
 
 impl ComponentKind for ExtensionConfig {
     const SECTION: &'static str = "extension";
-    const KNOWN: &'static [&'static str] = &["basicauth", "bearertokenauth"];
+    const KNOWN: &'static [&'static str] = &["basicauth", "bearertokenauth", "health_check"];
     fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
         match kind {
             "basicauth" => Ok(ExtensionConfig::BasicAuth(or_default(d)?)),
             "bearertokenauth" => Ok(ExtensionConfig::BearerTokenAuth(or_default(d)?)),
+            "health_check" => Ok(ExtensionConfig::HealthCheck(or_default(d)?)),
             other => Err(serde::de::Error::custom(format!("unknown extension type {other:?}"))),
         }
     }
@@ -69,7 +74,12 @@ impl ExtensionConfig {
                 (None, None) => Err("bearertokenauth: token or filename is required".into()),
                 _ => Ok(()),
             },
+            ExtensionConfig::HealthCheck(c) => c.socket_addr().map(|_| ()),
         }
+    }
+
+    pub fn is_authenticator(&self) -> bool {
+        !matches!(self, ExtensionConfig::HealthCheck(_))
     }
 
     /// The header name and value to send on each request.
@@ -89,6 +99,7 @@ impl ExtensionConfig {
                 let v = if c.scheme.is_empty() { token } else { format!("{} {token}", c.scheme) };
                 (c.header.clone(), v)
             }
+            ExtensionConfig::HealthCheck(_) => return Err("health_check is not an authenticator".into()),
         };
         let mut hv = HeaderValue::from_str(&v).map_err(|_| "credentials contain characters not allowed in an HTTP header".to_string())?;
         hv.set_sensitive(true);

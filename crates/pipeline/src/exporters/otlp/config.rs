@@ -57,7 +57,12 @@ pub struct OtlpConfig {
     pub sending_queue: QueueConfig,
     /// Drop a counter's `_total` and a `# UNIT` suffix from names (OTel mode only).
     #[serde(default)]
-    pub trim_metric_suffixes: bool,
+    pub trim_metric_suffixes: bool,    /// Probe the endpoint before starting: `fail` (default), `warn`, `off`.
+    #[serde(default)]
+    pub startup_check: crate::exporters::probe::StartupCheck,
+    /// Also send one real `infertel_canary` data point at startup (default off).
+    #[serde(default)]
+    pub canary: bool,
 }
 
 pub fn default_timeout() -> Duration {

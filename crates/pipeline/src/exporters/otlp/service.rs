@@ -13,6 +13,7 @@
 use super::request_builder::Request;
 use crate::consumer::BoxFuture;
 use crate::exporters::otlp::config::{Compression, OtlpConfig};
+use crate::exporters::probe::{self, EndpointState, ProbeResult, Protocol};
 use crate::exporters::shared::RetryConfig;
 use crate::extensions::ExtensionConfig;
 use crate::telemetry::{DURATION_BOUNDS, Histogram, Telemetry};
@@ -44,6 +45,8 @@ pub enum Attempt {
 pub trait Transport: Send + Sync + 'static {
     fn attempt<'a>(&'a self, req: &'a Request, attempt: u32) -> BoxFuture<'a, Attempt>;
     fn endpoint(&self) -> &str;
+    /// One attempt, classified with the error's full detail (the probe).
+    fn probe<'a>(&'a self, req: &'a Request) -> BoxFuture<'a, ProbeResult>;
 }
 
 /// The outcome of a request after retries: `None` sent, `Some(reason)` dropped.
@@ -52,11 +55,12 @@ pub struct Sender<T: Transport> {
     pub transport: T,
     pub retry: RetryConfig,
     pub telemetry: Telemetry,
+    pub state: Arc<EndpointState>,
     send_duration: Arc<Histogram>,
 }
 
 impl<T: Transport> Sender<T> {
-    pub fn new(exporter: String, transport: T, retry: RetryConfig, telemetry: Telemetry) -> Self {
+    pub fn new(exporter: String, transport: T, retry: RetryConfig, telemetry: Telemetry, state: Arc<EndpointState>) -> Self {
         let send_duration = telemetry.histogram(
             "infertel_exporter_send_duration_seconds",
             "Time to send one request (each attempt), seconds.",
@@ -68,6 +72,7 @@ impl<T: Transport> Sender<T> {
             transport,
             retry,
             telemetry,
+            state,
             send_duration,
         }
     }
@@ -83,14 +88,23 @@ impl<T: Transport> Sender<T> {
     }
 
     pub async fn send(&self, req: &Request) -> Option<&'static str> {
-        let started = Instant::now();
+        let mut started = Instant::now();
         let mut attempt: u32 = 0;
+        // Re-sends while paused on a configuration fault.
+        let mut held: u32 = 0;
+        let release = |held: u32| {
+            if held > 0 {
+                self.state.hold(-(req.samples as f64));
+            }
+        };
         loop {
             let t0 = Instant::now();
             let res = self.transport.attempt(req, attempt).await;
             self.send_duration.observe(t0.elapsed().as_secs_f64());
             let hint = match res {
                 Attempt::Ok(partial) => {
+                    release(held);
+                    self.state.set_up();
                     if let Some(p) = partial
                         .filter(|p| p.rejected_data_points != 0 || !p.error_message.is_empty())
                     {
@@ -112,7 +126,25 @@ impl<T: Transport> Sender<T> {
                     }
                     return None;
                 }
+                Attempt::Fail { status, message } if probe::holds(&status) => {
+                    self.failed(&status);
+                    if held == 0 {
+                        self.state.hold(req.samples as f64);
+                    }
+                    held += 1;
+                    let protocol = if status.parse::<u16>().is_ok() { Protocol::OtlpHttp } else { Protocol::OtlpGrpc };
+                    self.state.pause(&probe::classify_status_str(&status, &message, self.transport.endpoint(), protocol));
+                    if !self.state.sleep_unless_stopping(self.state.backoff(held)).await {
+                        release(held);
+                        tracing::error!(exporter = %self.exporter, endpoint = %self.state.endpoint, "shutdown while paused: dropping {} held samples ({status})", req.samples);
+                        return Some("shutdown");
+                    }
+                    started = Instant::now();
+                    attempt = 0;
+                    continue;
+                }
                 Attempt::Fail { status, message } => {
+                    release(held);
                     self.failed(&status);
                     tracing::error!(
                         exporter = %self.exporter, endpoint = %self.transport.endpoint(), status = %status,
@@ -131,6 +163,7 @@ impl<T: Transport> Sender<T> {
                 }
             };
             if !self.retry.enabled {
+                release(held);
                 tracing::error!(exporter = %self.exporter, "dropping {} samples: request failed and retry_on_failure is disabled", req.samples);
                 return Some("retry_disabled");
             }
@@ -142,6 +175,7 @@ impl<T: Transport> Sender<T> {
                 .unwrap_or(backoff);
             let max = self.retry.max_elapsed_time.get();
             if !max.is_zero() && started.elapsed() + wait > max {
+                release(held);
                 tracing::error!(
                     exporter = %self.exporter, endpoint = %self.transport.endpoint(),
                     "dropping {} samples: still failing after {:?} ({} attempts; retry_on_failure.max_elapsed_time)", req.samples, started.elapsed(), attempt
@@ -311,6 +345,27 @@ impl Transport for GrpcTransport {
 
     fn attempt<'a>(&'a self, req: &'a Request, _attempt: u32) -> BoxFuture<'a, Attempt> {
         Box::pin(async move {
+            match self.call(req).await {
+                Ok(partial) => Attempt::Ok(partial),
+                Err(status) => classify_grpc(&status),
+            }
+        })
+    }
+
+    fn probe<'a>(&'a self, req: &'a Request) -> BoxFuture<'a, ProbeResult> {
+        Box::pin(async move {
+            match self.call(req).await {
+                Ok(_) => probe::classify_grpc(&tonic::Status::new(tonic::Code::Ok, "")),
+                Err(status) => probe::classify_grpc(&status),
+            }
+        })
+    }
+}
+
+impl GrpcTransport {
+    /// One Export call with the configured metadata, auth and compression.
+    async fn call(&self, req: &Request) -> Result<Option<ExportMetricsPartialSuccess>, tonic::Status> {
+        {
             let mut r = tonic::Request::new(req.body.clone());
             r.set_timeout(self.timeout);
             for (k, v) in &self.metadata {
@@ -328,7 +383,7 @@ impl Transport for GrpcTransport {
                             r.metadata_mut().insert(k, v);
                         }
                     }
-                    Err(e) => tracing::error!(endpoint = %self.endpoint, "authenticator: {e}"),
+                    Err(e) => tracing::error!(endpoint = %self.endpoint, "authenticator: {}", probe::redact_text(&e)),
                 }
             }
             let mut client = self
@@ -352,11 +407,8 @@ impl Transport for GrpcTransport {
                     c
                 })
                 .clone();
-            match client.export(r).await {
-                Ok(resp) => Attempt::Ok(resp.into_inner().partial_success),
-                Err(status) => classify_grpc(&status),
-            }
-        })
+            client.export(r).await.map(|resp| resp.into_inner().partial_success)
+        }
     }
 }
 

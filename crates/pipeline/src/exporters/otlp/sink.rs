@@ -9,6 +9,7 @@ use super::config::OtlpConfig;
 use super::request_builder::{RequestBuilder, Shared};
 use super::service::{GrpcTransport, Sender, Transport};
 use crate::consumer::BoxFuture;
+use crate::exporters::probe::{EndpointState, ProbeResult};
 use crate::exporters::queue::{Deliver, Delivered, SendingQueue};
 use crate::extensions::ExtensionConfig;
 use crate::telemetry::Telemetry;
@@ -57,6 +58,35 @@ impl<T: Transport> Deliver for OtlpDeliver<T> {
             vec![(samples, self.sender.send(&req).await)]
         })
     }
+
+    /// An empty ExportMetricsServiceRequest with the real headers and auth;
+    /// with `canary`, then one `infertel_canary` gauge point.
+    fn probe(&self, canary: bool) -> BoxFuture<'_, ProbeResult> {
+        Box::pin(async move {
+            let empty = super::request_builder::Request { body: Default::default(), samples: 0, points: 0 };
+            let r = self.sender.transport.probe(&empty).await;
+            if !canary || !r.is_ok() {
+                return r;
+            }
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis() as i64;
+            let batch = Batch {
+                series: vec![Series {
+                    labels: infertel_model::Labels::from_pairs([("__name__", "infertel_canary"), ("exporter", self.sender.exporter.as_str())]),
+                    samples: vec![infertel_model::Sample { timestamp_ms: now, value: 1.0 }],
+                }],
+                metadata: vec![],
+            };
+            let shared = super::request_builder::Shared::default();
+            let Some(req) = RequestBuilder::new(self.trim).build(&shared, &batch, Naming::Otel) else { return r };
+            let mut c = self.sender.transport.probe(&req).await;
+            if c.is_ok() {
+                c.message = format!("{} (canary point infertel_canary written)", c.message);
+            } else {
+                c.message = format!("the empty request passed but the canary point infertel_canary did not: {}", c.message);
+            }
+            c
+        })
+    }
 }
 
 pub type OtlpExporter = SendingQueue<OtlpDeliver<GrpcTransport>>;
@@ -71,23 +101,27 @@ pub fn new_exporter(
 ) -> Result<Arc<OtlpExporter>, String> {
     cfg.validate()?;
     let transport = GrpcTransport::new(&cfg, auth)?;
-    let endpoint = transport.endpoint().to_string();
+    let endpoint = crate::exporters::probe::redact_url(transport.endpoint());
+    let state = EndpointState::new(&id, transport.endpoint(), cfg.startup_check, cfg.canary, cfg.retry_on_failure.clone(), &telemetry);
     let sender = Sender::new(
         id.clone(),
         transport,
         cfg.retry_on_failure.clone(),
         telemetry.clone(),
+        state.clone(),
     );
     let deliver = OtlpDeliver {
         sender,
         shared: Shared::default(),
         trim: cfg.trim_metric_suffixes,
     };
-    Ok(SendingQueue::new(
+    let q = SendingQueue::new(
         id,
         endpoint,
         cfg.sending_queue.clone(),
         deliver,
         telemetry,
-    ))
+    );
+    q.set_endpoint_state(state);
+    Ok(q)
 }

@@ -27,7 +27,12 @@ pub struct OtlpHttpConfig {
     #[serde(default)]
     pub sending_queue: QueueConfig,
     #[serde(default)]
-    pub trim_metric_suffixes: bool,
+    pub trim_metric_suffixes: bool,    /// Probe the endpoint before starting: `fail` (default), `warn`, `off`.
+    #[serde(default)]
+    pub startup_check: crate::exporters::probe::StartupCheck,
+    /// Also send one real `infertel_canary` data point at startup (default off).
+    #[serde(default)]
+    pub canary: bool,
 }
 
 /// `base` + `/v1/metrics`, without a double slash and without doubling a

@@ -10,6 +10,7 @@ use crate::consumer::BoxFuture;
 use crate::exporters::otlp::config::Compression;
 use crate::exporters::otlp::request_builder::Request;
 use crate::exporters::otlp::service::{Attempt, Transport, status_message};
+use crate::exporters::probe::{self, ProbeResult, Protocol};
 use crate::exporters::shared::retry_after;
 use crate::extensions::ExtensionConfig;
 use crate::http::describe_error;
@@ -61,27 +62,24 @@ fn snippet(b: &[u8]) -> String {
     }
 }
 
-impl Transport for HttpTransport {
-    fn endpoint(&self) -> &str {
-        &self.url
-    }
-
-    fn attempt<'a>(&'a self, req: &'a Request, _attempt: u32) -> BoxFuture<'a, Attempt> {
-        Box::pin(async move {
+impl HttpTransport {
+    /// The POST of one request with compression, headers and auth.
+    fn request(&self, req: &Request) -> Result<reqwest::RequestBuilder, Attempt> {
+        {
             let raw = req.body.encode_to_vec();
             if raw.len() > MAX_REQUEST {
-                return Attempt::Fail {
+                return Err(Attempt::Fail {
                     status: "too_large".into(),
                     message: format!("request of {} bytes is over the 64 MiB OTLP cap", raw.len()),
-                };
+                });
             }
             let body = match compress(raw, self.compression) {
                 Ok(b) => b,
                 Err(e) => {
-                    return Attempt::Fail {
+                    return Err(Attempt::Fail {
                         status: "encode".into(),
                         message: e.to_string(),
-                    };
+                    });
                 }
             };
             let mut r = self
@@ -103,10 +101,46 @@ impl Transport for HttpTransport {
                             r = r.header(n, v);
                         }
                     }
-                    Err(e) => tracing::error!(endpoint = %self.url, "authenticator: {e}"),
+                    Err(e) => tracing::error!(endpoint = %probe::redact_url(&self.url), "authenticator: {}", probe::redact_text(&e)),
                 }
             }
-            let resp = match r.body(body).send().await {
+            Ok(r.body(body))
+        }
+    }
+}
+
+impl Transport for HttpTransport {
+    fn endpoint(&self) -> &str {
+        &self.url
+    }
+
+    fn probe<'a>(&'a self, req: &'a Request) -> BoxFuture<'a, ProbeResult> {
+        Box::pin(async move {
+            let r = match self.request(req) {
+                Ok(r) => r,
+                Err(Attempt::Fail { status, message } | Attempt::Retry { status, message, .. }) => {
+                    return probe::classify_text(&format!("{status}: {message}"), false, false);
+                }
+                Err(Attempt::Ok(_)) => return probe::classify_http(200, &self.url, Protocol::OtlpHttp, ""),
+            };
+            match r.send().await {
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    let bytes = resp.bytes().await.unwrap_or_default();
+                    probe::classify_http(status, &self.url, Protocol::OtlpHttp, &snippet(&bytes))
+                }
+                Err(e) => probe::classify_error(&e, e.is_timeout()),
+            }
+        })
+    }
+
+    fn attempt<'a>(&'a self, req: &'a Request, _attempt: u32) -> BoxFuture<'a, Attempt> {
+        Box::pin(async move {
+            let r = match self.request(req) {
+                Ok(r) => r,
+                Err(a) => return a,
+            };
+            let resp = match r.send().await {
                 Ok(resp) => resp,
                 Err(e) => {
                     let status = if e.is_timeout() { "timeout" } else { "network" };

@@ -2,6 +2,7 @@
 //! exporter of the same name.
 
 use crate::config::{ByteSize, Duration};
+use crate::exporters::probe::StartupCheck;
 use crate::exporters::shared::{AuthRef, ExporterTls, QueueConfig, RetryConfig};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -34,6 +35,12 @@ pub struct RemoteWriteConfig {
     pub retry_on_failure: RetryConfig,
     #[serde(default, alias = "remote_write_queue")]
     pub sending_queue: QueueConfig,
+    /// Probe the endpoint before starting: `fail` (default), `warn`, `off`.
+    #[serde(default)]
+    pub startup_check: StartupCheck,
+    /// Also write one real `infertel_canary` sample at startup; default on
+    /// for Elasticsearch endpoints (`/_prometheus/` in the path).
+    pub canary: Option<bool>,
 }
 
 fn default_timeout() -> Duration {
@@ -44,6 +51,10 @@ fn default_max_batch() -> ByteSize {
 }
 
 impl RemoteWriteConfig {
+    pub fn canary(&self) -> bool {
+        self.canary.unwrap_or(self.endpoint.contains("/_prometheus/"))
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if let Some((_, after)) = self.endpoint.split_once("://")
             && (after.is_empty() || after.starts_with('/')) {

@@ -1,11 +1,14 @@
 //! How one request is sent: POST with the Remote-Write 1.0 headers, the
 //! configured headers and authenticator, and retries as the spec says:
 //! 5xx, 429 and network errors are retried with exponential backoff and
-//! jitter (honouring `Retry-After`); any other 4xx is the data's or the
-//! config's fault, is not retried, and is dropped, counted and logged with
-//! the receiver's own words.
+//! jitter (honouring `Retry-After`); 401, 403, 404, 405 and 415 are
+//! configuration faults: the exporter pauses (`exporters/probe.rs`), holds
+//! the request, re-sends it with backoff and delivers it when the endpoint
+//! recovers; any other 4xx (a 400 for bad data) is not retried, and is
+//! dropped, counted and logged with the receiver's own words.
 
 use super::request_builder::Request;
+use crate::exporters::probe::{self, EndpointState, Protocol};
 use crate::exporters::shared::{retry_after, RetryConfig};
 use crate::extensions::ExtensionConfig;
 use crate::http::describe_error;
@@ -31,6 +34,7 @@ pub struct RemoteWriteService {
     pub auth: Option<ExtensionConfig>,
     pub retry: RetryConfig,
     pub telemetry: Telemetry,
+    pub state: Arc<EndpointState>,
     send_duration: Arc<Histogram>,
 }
 
@@ -61,14 +65,15 @@ pub fn explain_status(status: u16, endpoint: &str) -> &'static str {
         403 => "authenticated but not allowed to write: the credentials lack write permission",
         404 if es => "nothing at this URL: remote write lives on the Elasticsearch API host (not the OTLP/ingest host), under /_prometheus/...",
         404 => "nothing at this URL: wrong host or path (Prometheus needs --web.enable-remote-write-receiver and /api/v1/write)",
-        405 => "the URL does not accept POST: wrong path",
+        405 => "the URL does not accept POST: wrong path (a UI, query or health URL rather than the write endpoint; Prometheus: /api/v1/write)",
         413 => "request too large: lower max_batch_size_bytes",
-        415 => "the receiver does not accept Remote-Write 1.0 protobuf+snappy",
+        415 => "the receiver does not accept Remote-Write 1.0 (protobuf + snappy, X-Prometheus-Remote-Write-Version 0.1.0): check the receiver speaks remote write 1.0 at this path",
         _ => "the receiver refused the request",
     }
 }
 
 impl RemoteWriteService {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         exporter: String,
         endpoint: String,
@@ -77,6 +82,7 @@ impl RemoteWriteService {
         auth: Option<ExtensionConfig>,
         retry: RetryConfig,
         telemetry: Telemetry,
+        state: Arc<EndpointState>,
     ) -> Self {
         let send_duration = telemetry.histogram(
             "infertel_exporter_send_duration_seconds",
@@ -84,7 +90,7 @@ impl RemoteWriteService {
             &[("exporter", &exporter)],
             DURATION_BOUNDS,
         );
-        RemoteWriteService { exporter, endpoint, client, headers, auth, retry, telemetry, send_duration }
+        RemoteWriteService { exporter, endpoint, client, headers, auth, retry, telemetry, state, send_duration }
     }
 
     fn failed(&self, status: &str) -> Arc<Counter> {
@@ -95,7 +101,7 @@ impl RemoteWriteService {
         )
     }
 
-    async fn attempt(&self, req: &Request, attempt: u32) -> Result<reqwest::Response, reqwest::Error> {
+    pub(crate) async fn attempt(&self, req: &Request, attempt: u32) -> Result<reqwest::Response, reqwest::Error> {
         let mut r = self
             .client
             .post(&self.endpoint)
@@ -113,32 +119,60 @@ impl RemoteWriteService {
                         r = r.header(n, v);
                     }
                 }
-                Err(e) => tracing::error!(exporter = %self.exporter, "authenticator: {e}"),
+                Err(e) => tracing::error!(exporter = %self.exporter, "authenticator: {}", probe::redact_text(&e)),
             }
         }
         r.body(req.body.clone()).send().await
     }
 
-    /// Sends one request, retrying as configured.
+    /// Sends one request, retrying as configured; a configuration fault
+    /// (401, 403, 404, 405, 415) holds it until the endpoint recovers.
     pub async fn send(&self, req: &Request) -> Outcome {
-        let started = Instant::now();
+        let endpoint = probe::redact_url(&self.endpoint);
+        let mut started = Instant::now();
         let mut attempt: u32 = 0;
+        // Re-probes made while held (the held request is the probe).
+        let mut held: u32 = 0;
         loop {
             let t0 = Instant::now();
             let res = self.attempt(req, attempt).await;
             self.send_duration.observe(t0.elapsed().as_secs_f64());
             let mut wait_hint: Option<Duration> = None;
             match res {
-                Ok(resp) if resp.status().is_success() => return Outcome::Sent,
+                Ok(resp) if resp.status().is_success() => {
+                    if held > 0 {
+                        self.state.hold(-(req.samples as f64));
+                    }
+                    self.state.set_up();
+                    return Outcome::Sent;
+                }
                 Ok(resp) => {
                     let status = resp.status().as_u16();
                     self.failed(&status.to_string()).inc();
                     wait_hint = resp.headers().get(reqwest::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(retry_after);
                     let body = resp.text().await.unwrap_or_default();
+                    if probe::holds(&status.to_string()) {
+                        if held == 0 {
+                            self.state.hold(req.samples as f64);
+                        }
+                        held += 1;
+                        self.state.pause(&probe::classify_http(status, &self.endpoint, Protocol::RemoteWrite, &body));
+                        if !self.state.sleep_unless_stopping(self.state.backoff(held)).await {
+                            self.state.hold(-(req.samples as f64));
+                            tracing::error!(exporter = %self.exporter, endpoint = %endpoint, "shutdown while paused: dropping {} held samples (HTTP {status})", req.samples);
+                            return Outcome::Dropped("shutdown");
+                        }
+                        started = Instant::now();
+                        attempt = 0;
+                        continue;
+                    }
                     let retryable = status == 429 || status >= 500;
                     if !retryable {
+                        if held > 0 {
+                            self.state.hold(-(req.samples as f64));
+                        }
                         tracing::error!(
-                            exporter = %self.exporter, endpoint = %self.endpoint, status,
+                            exporter = %self.exporter, endpoint = %endpoint, status,
                             "dropping {} samples: HTTP {status}: {}; receiver said: {}", req.samples, explain_status(status, &self.endpoint), snippet(&body)
                         );
                         return Outcome::Dropped("rejected");
@@ -147,10 +181,13 @@ impl RemoteWriteService {
                 }
                 Err(e) => {
                     self.failed(if e.is_timeout() { "timeout" } else { "network" }).inc();
-                    tracing::warn!(exporter = %self.exporter, endpoint = %self.endpoint, attempt, "remote write failed, will retry: {}", describe_error(&e));
+                    tracing::warn!(exporter = %self.exporter, endpoint = %endpoint, attempt, "remote write failed, will retry: {}", probe::redact_text(&describe_error(&e)));
                 }
             }
             if !self.retry.enabled {
+                if held > 0 {
+                    self.state.hold(-(req.samples as f64));
+                }
                 tracing::error!(exporter = %self.exporter, "dropping {} samples: request failed and retry_on_failure is disabled", req.samples);
                 return Outcome::Dropped("retry_disabled");
             }
@@ -158,13 +195,28 @@ impl RemoteWriteService {
             let wait = wait_hint.map(|h| h.min(self.retry.max_interval.get()).max(self.retry.backoff(attempt))).unwrap_or_else(|| self.retry.backoff(attempt));
             let max = self.retry.max_elapsed_time.get();
             if !max.is_zero() && started.elapsed() + wait > max {
+                if held > 0 {
+                    self.state.hold(-(req.samples as f64));
+                }
                 tracing::error!(
-                    exporter = %self.exporter, endpoint = %self.endpoint,
+                    exporter = %self.exporter, endpoint = %endpoint,
                     "dropping {} samples: still failing after {:?} ({} attempts; retry_on_failure.max_elapsed_time)", req.samples, started.elapsed(), attempt
                 );
                 return Outcome::Dropped("retries_exhausted");
             }
             tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// One attempt of `req` (no retries), classified.
+    pub async fn probe_once(&self, req: &Request) -> probe::ProbeResult {
+        match self.attempt(req, 0).await {
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                let body = resp.text().await.unwrap_or_default();
+                probe::classify_http(status, &self.endpoint, Protocol::RemoteWrite, &body)
+            }
+            Err(e) => probe::classify_error(&e, e.is_timeout()),
         }
     }
 }

@@ -8,7 +8,9 @@ use super::config::RemoteWriteConfig;
 use super::request_builder::RequestBuilder;
 use super::service::{Outcome, RemoteWriteService};
 use crate::consumer::BoxFuture;
+use crate::exporters::probe::{EndpointState, ProbeResult};
 use crate::exporters::queue::{Deliver, Delivered, SendingQueue};
+use super::request_builder::Request;
 use crate::extensions::ExtensionConfig;
 use crate::telemetry::Telemetry;
 use infertel_model::{Batch, Label};
@@ -62,6 +64,7 @@ pub fn new_exporter(
     cfg.validate()?;
     let client = crate::http::build_client(&cfg.tls.settings(), Some(cfg.timeout.get()))?;
     let headers = header_map(&cfg.headers)?;
+    let state = EndpointState::new(&id, &cfg.endpoint, cfg.startup_check, cfg.canary(), cfg.retry_on_failure.clone(), &telemetry);
     let service = RemoteWriteService::new(
         id.clone(),
         cfg.endpoint.clone(),
@@ -70,16 +73,19 @@ pub fn new_exporter(
         auth,
         cfg.retry_on_failure.clone(),
         telemetry.clone(),
+        state.clone(),
     );
-    let endpoint = cfg.endpoint.clone();
+    let endpoint = crate::exporters::probe::redact_url(&cfg.endpoint);
     let queue = cfg.sending_queue.clone();
-    Ok(SendingQueue::new(
+    let q = SendingQueue::new(
         id,
         endpoint,
         queue,
         RemoteWriteDeliver { cfg, service },
         telemetry,
-    ))
+    );
+    q.set_endpoint_state(state);
+    Ok(q)
 }
 
 impl Deliver for RemoteWriteDeliver {
@@ -115,6 +121,39 @@ impl Deliver for RemoteWriteDeliver {
                 }
             }
             out
+        })
+    }
+
+    /// POSTs an empty WriteRequest (snappy, real headers and auth); with
+    /// `canary`, then one `infertel_canary` sample, which catches a key
+    /// that authenticates but may not write (an empty request cannot).
+    fn probe(&self, canary: bool) -> BoxFuture<'_, ProbeResult> {
+        Box::pin(async move {
+            let mut enc = infertel_remote_write::Encoder::new();
+            let empty = Request { body: bytes::Bytes::copy_from_slice(enc.encode(&[], &[])), samples: 0 };
+            let r = self.service.probe_once(&empty).await;
+            if !canary || !r.is_ok() {
+                return r;
+            }
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis() as i64;
+            let series = infertel_model::Series {
+                labels: infertel_model::Labels::from_pairs([("__name__", "infertel_canary"), ("exporter", self.service.exporter.as_str())]),
+                samples: vec![infertel_model::Sample { timestamp_ms: now, value: 1.0 }],
+            };
+            let mut b = self.new_state();
+            let Ok(reqs) = b.build(vec![series], &[]) else { return r };
+            let mut last = r;
+            for req in reqs {
+                let c = self.service.probe_once(&req).await;
+                let mut c = c;
+                if c.is_ok() {
+                    c.message = format!("{} (canary sample infertel_canary written)", c.message);
+                } else {
+                    c.message = format!("the empty request passed but the canary sample infertel_canary did not: {}", c.message);
+                }
+                last = c;
+            }
+            last
         })
     }
 }

@@ -23,7 +23,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         }
     };
     let code = match cli.command {
-        Command::Run { config } => rt.block_on(run::run(&cli.log, &config)),
+        Command::Run { config, watch_config } => rt.block_on(run::run(&cli.log, &config, watch_config)),
         Command::Validate { config } => validate::validate(&cli.log, &config),
         Command::Names { config, target } => rt.block_on(names::names(&cli.log, &config, target.as_deref())),
         Command::Demo { duration, concurrency, interval } => rt.block_on(demo::demo(&cli.log, duration, concurrency, interval)),

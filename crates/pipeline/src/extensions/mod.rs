@@ -1,5 +1,7 @@
 //! Extensions: `basicauth` and `bearertokenauth` (client side, as in the
-//! Collector) that exporters reference with `auth.authenticator`.
+//! Collector) that exporters reference with `auth.authenticator`, and
+//! `file_storage`, where exporters' `sending_queue.storage` keeps their
+//! queue on disk.
 
 use crate::config::{or_default, ComponentKind};
 use crate::http::read_secret_file;
@@ -38,19 +40,40 @@ impl Default for BearerTokenAuthConfig {
     }
 }
 
+/// `file_storage/NAME`: a directory for persistent sending queues.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct FileStorageConfig {
+    pub directory: PathBuf,
+    /// Disk budget of each exporter queue using this storage, shared by its
+    /// consumers; when full, the oldest data is dropped (and counted).
+    #[serde(default = "default_max_bytes")]
+    pub max_bytes: crate::config::ByteSize,
+    /// fdatasync every append and acknowledgement (survives power loss,
+    /// not only a process crash); slower.
+    #[serde(default)]
+    pub fsync: bool,
+}
+
+fn default_max_bytes() -> crate::config::ByteSize {
+    crate::config::ByteSize(1 << 30)
+}
+
 #[derive(Debug, Clone)]
 pub enum ExtensionConfig {
     BasicAuth(BasicAuthConfig),
     BearerTokenAuth(BearerTokenAuthConfig),
+    FileStorage(FileStorageConfig),
 }
 
 impl ComponentKind for ExtensionConfig {
     const SECTION: &'static str = "extension";
-    const KNOWN: &'static [&'static str] = &["basicauth", "bearertokenauth"];
+    const KNOWN: &'static [&'static str] = &["basicauth", "bearertokenauth", "file_storage"];
     fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
         match kind {
             "basicauth" => Ok(ExtensionConfig::BasicAuth(or_default(d)?)),
             "bearertokenauth" => Ok(ExtensionConfig::BearerTokenAuth(or_default(d)?)),
+            "file_storage" => Ok(ExtensionConfig::FileStorage(Deserialize::deserialize(d)?)),
             other => Err(serde::de::Error::custom(format!("unknown extension type {other:?}"))),
         }
     }
@@ -69,6 +92,25 @@ impl ExtensionConfig {
                 (None, None) => Err("bearertokenauth: token or filename is required".into()),
                 _ => Ok(()),
             },
+            ExtensionConfig::FileStorage(c) => {
+                if c.directory.as_os_str().is_empty() {
+                    return Err("file_storage: directory must not be empty".into());
+                }
+                if c.max_bytes.0 < 64 << 10 {
+                    return Err("file_storage: max_bytes must be at least 64KiB".into());
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The persistent-queue storage this extension provides, if it is one.
+    pub fn storage(&self) -> Option<crate::exporters::persistent::Storage> {
+        match self {
+            ExtensionConfig::FileStorage(c) => {
+                Some(crate::exporters::persistent::Storage { directory: c.directory.clone(), max_bytes: c.max_bytes.0, fsync: c.fsync })
+            }
+            _ => None,
         }
     }
 
@@ -89,6 +131,7 @@ impl ExtensionConfig {
                 let v = if c.scheme.is_empty() { token } else { format!("{} {token}", c.scheme) };
                 (c.header.clone(), v)
             }
+            ExtensionConfig::FileStorage(_) => return Err("file_storage is not an authenticator".into()),
         };
         let mut hv = HeaderValue::from_str(&v).map_err(|_| "credentials contain characters not allowed in an HTTP header".to_string())?;
         hv.set_sensitive(true);

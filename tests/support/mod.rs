@@ -97,10 +97,7 @@ impl Drop for Proc {
 }
 
 pub fn http_get(url: &str) -> Result<(u16, String), String> {
-    let out = Command::new("curl")
-        .args(["-s", "-m", "10", "-w", "\n%{http_code}", url])
-        .output()
-        .map_err(|e| format!("curl: {e}"))?;
+    let out = Command::new("curl").args(["-s", "-m", "10", "-w", "\n%{http_code}", url]).output().map_err(|e| format!("curl: {e}"))?;
     let s = String::from_utf8_lossy(&out.stdout).to_string();
     let (body, code) = s.rsplit_once('\n').ok_or("no status")?;
     Ok((code.trim().parse().unwrap_or(0), body.to_string()))
@@ -157,6 +154,47 @@ impl Prometheus {
         format!("{}/api/v1/write", self.url())
     }
 
+    /// Stops the server (SIGTERM, then wait), keeping its data directory and port.
+    pub fn stop(&mut self) {
+        assert!(self.proc.terminate(Duration::from_secs(30)).is_some(), "prometheus did not stop");
+    }
+
+    /// Starts it again on the same port and data directory.
+    pub fn restart(&mut self) {
+        let mut cmd = Command::new(require("prometheus"));
+        cmd.arg(format!("--config.file={}", self.dir.path().join("prometheus.yml").display()))
+            .arg(format!("--storage.tsdb.path={}", self.dir.path().join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{}", self.port))
+            .arg("--web.enable-remote-write-receiver")
+            .arg("--log.level=warn");
+        self.proc = Proc::spawn("prometheus", &mut cmd, self.dir.path().join("prometheus-2.log"));
+        wait_until("prometheus ready again", Duration::from_secs(60), || {
+            matches!(http_get(&format!("{}/-/ready", self.url())), Ok((200, _))).then_some(())
+        });
+    }
+
+    /// Every raw sample of the series matching `selector` over the last `range`: (labels, values).
+    pub fn raw(&self, selector: &str, range: &str) -> Vec<(BTreeMap<String, String>, Vec<f64>)> {
+        let q = format!("{selector}[{range}]");
+        let (code, body) = http_get(&format!("{}/api/v1/query?query={}", self.url(), urlencode(&q))).unwrap_or((0, String::new()));
+        assert_eq!(code, 200, "prometheus query {q}: {body}");
+        let v: serde_json::Value = serde_json::from_str(&body).expect("prometheus JSON");
+        v["data"]["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|r| {
+                let labels = r["metric"]
+                    .as_object()
+                    .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect())
+                    .unwrap_or_default();
+                let values = r["values"].as_array().cloned().unwrap_or_default().iter().map(|p| json_f64(&p[1])).collect();
+                (labels, values)
+            })
+            .collect()
+    }
+
     /// Instant query; returns (labels, value text) per series.
     pub fn query(&self, q: &str) -> Vec<(BTreeMap<String, String>, String)> {
         let url = format!("{}/api/v1/query?query={}", self.url(), urlencode(q));
@@ -169,7 +207,10 @@ impl Prometheus {
             .unwrap_or_default()
             .iter()
             .map(|r| {
-                let labels = r["metric"].as_object().map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect()).unwrap_or_default();
+                let labels = r["metric"]
+                    .as_object()
+                    .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect())
+                    .unwrap_or_default();
                 (labels, r["value"][1].as_str().unwrap_or("").to_string())
             })
             .collect()
@@ -211,6 +252,26 @@ impl Victoria {
         format!("{}/api/v1/write", self.url())
     }
 
+    /// Stops the server (SIGTERM, then wait), keeping its data directory and port.
+    pub fn stop(&mut self) {
+        assert!(self.proc.terminate(Duration::from_secs(30)).is_some(), "victoria-metrics did not stop");
+    }
+
+    /// Starts it again on the same port and data directory.
+    pub fn restart(&mut self) {
+        let mut cmd = Command::new(require("victoria-metrics"));
+        cmd.arg(format!("-httpListenAddr=127.0.0.1:{}", self.port))
+            .arg(format!("-storageDataPath={}", self.dir.path().join("data").display()))
+            .arg("-retentionPeriod=100y")
+            .arg("-search.latencyOffset=0s")
+            .arg("-search.disableCache")
+            .arg("-loggerLevel=WARN");
+        self.proc = Proc::spawn("victoria-metrics", &mut cmd, self.dir.path().join("vm-2.log"));
+        wait_until("victoria-metrics ready again", Duration::from_secs(60), || {
+            matches!(http_get(&format!("{}/health", self.url())), Ok((200, _))).then_some(())
+        });
+    }
+
     /// Every raw sample of the series matching `selector`: (labels, values).
     pub fn export(&self, selector: &str) -> Vec<(BTreeMap<String, String>, Vec<f64>)> {
         let _ = http_get(&format!("{}/internal/force_flush", self.url()));
@@ -220,7 +281,10 @@ impl Victoria {
             .filter(|l| !l.trim().is_empty())
             .map(|l| {
                 let v: serde_json::Value = serde_json::from_str(l).expect("VM export JSON line");
-                let labels = v["metric"].as_object().map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect()).unwrap_or_default();
+                let labels = v["metric"]
+                    .as_object()
+                    .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect())
+                    .unwrap_or_default();
                 let values = v["values"].as_array().cloned().unwrap_or_default().iter().map(json_f64).collect();
                 (labels, values)
             })
@@ -269,6 +333,7 @@ pub struct Targets {
     pages: Arc<Mutex<BTreeMap<String, Page>>>,
     delays: Arc<Mutex<BTreeMap<String, Duration>>>,
     hits: Arc<Mutex<BTreeMap<String, u64>>>,
+    counters: Arc<Mutex<BTreeMap<String, (String, usize)>>>,
     _rt: std::thread::JoinHandle<()>,
 }
 
@@ -277,19 +342,36 @@ impl Targets {
         let pages: Arc<Mutex<BTreeMap<String, Page>>> = Arc::default();
         let hits: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
         let delays: Arc<Mutex<BTreeMap<String, Duration>>> = Arc::default();
+        let counters: Arc<Mutex<BTreeMap<String, (String, usize)>>> = Arc::default();
         let std_listener = TcpListener::bind("127.0.0.1:0").expect("bind targets");
         std_listener.set_nonblocking(true).expect("nonblocking");
         let addr = std_listener.local_addr().expect("addr");
-        let (p, h, d) = (pages.clone(), hits.clone(), delays.clone());
+        let (p, h, d, c) = (pages.clone(), hits.clone(), delays.clone(), counters.clone());
         let rt = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
                 let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
-                    let (p, h, d) = (p.clone(), h.clone(), d.clone());
+                    let (p, h, d, c) = (p.clone(), h.clone(), d.clone(), c.clone());
                     async move {
                         let path = uri.path().to_string();
-                        *h.lock().unwrap().entry(path.clone()).or_default() += 1;
+                        let hit = {
+                            let mut h = h.lock().unwrap();
+                            let e = h.entry(path.clone()).or_default();
+                            *e += 1;
+                            *e
+                        };
+                        let counter = c.lock().unwrap().get(&path).cloned();
+                        if let Some((name, n)) = counter {
+                            let mut body = format!("# TYPE {name} counter\n");
+                            for i in 0..n {
+                                body.push_str(&format!("{name}{{series=\"{i:04}\",pad=\"{}\"}} {hit}\n", "p".repeat(40)));
+                            }
+                            return axum::response::Response::builder()
+                                .header("content-type", TEXT_004)
+                                .body(axum::body::Body::from(body))
+                                .unwrap();
+                        }
                         let delay = d.lock().unwrap().get(&path).copied();
                         if let Some(delay) = delay {
                             tokio::time::sleep(delay).await;
@@ -306,7 +388,14 @@ impl Targets {
                 let _ = axum::serve(listener, app).await;
             });
         });
-        Targets { addr, pages, delays, hits, _rt: rt }
+        Targets { addr, pages, delays, hits, counters, _rt: rt }
+    }
+
+    /// Makes `path` serve `n` series of counter `name` whose value is the
+    /// number of the request (1 for the first scrape): what must arrive
+    /// downstream is then known exactly.
+    pub fn set_counter(&self, path: &str, name: &str, n: usize) {
+        self.counters.lock().unwrap().insert(path.into(), (name.into(), n));
     }
 
     /// Makes `path` answer only after `delay`.

@@ -35,6 +35,11 @@ pub enum Command {
     Run {
         #[arg(long, short)]
         config: PathBuf,
+        /// Reload when the config file changes (checked every second), as
+        /// on SIGHUP: the new config is validated and built first; an
+        /// invalid one leaves the running config in place.
+        #[arg(long)]
+        watch_config: bool,
     },
     /// Check a config file without touching the network; exit 0 if valid, 78 if not.
     Validate {

@@ -7,17 +7,17 @@
 
 use crate::config::{ComponentId, Config};
 use crate::consumer::{Consumer, FanOut};
+use crate::exporters::ExporterConfig;
 use crate::exporters::debug::DebugExporter;
 use crate::exporters::probe::{ProbeResult, StartupCheck, Verdict};
 use crate::exporters::queue::QueuedExporter;
-use crate::exporters::ExporterConfig;
 use crate::extensions::ExtensionConfig;
 use crate::extensions::health_check::Readiness;
+use crate::processors::ProcessorConfig;
 use crate::processors::batch::BatchProcessor;
 use crate::processors::inference::InferenceProcessor;
-use crate::processors::ProcessorConfig;
-use crate::receivers::prometheus::PrometheusReceiver;
 use crate::receivers::ReceiverConfig;
+use crate::receivers::prometheus::PrometheusReceiver;
 use crate::telemetry::Telemetry;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -83,6 +83,15 @@ impl Service {
             if !used("exporters", &id) {
                 continue;
             }
+            let storage = match ec.queue().and_then(|q| q.storage.as_deref()) {
+                Some(s) => Some(
+                    extensions
+                        .get(s)
+                        .and_then(|e| e.storage())
+                        .ok_or_else(|| format!("exporter {id}: sending_queue.storage {s:?} is not a file_storage extension"))?,
+                ),
+                None => None,
+            };
             let auth = match ec.authenticator() {
                 Some(a) => Some(extensions.get(a).cloned().ok_or_else(|| format!("exporter {id}: authenticator {a:?} not defined"))?),
                 None => None,
@@ -94,16 +103,22 @@ impl Service {
             }
             let e = match ec {
                 ExporterConfig::PrometheusRemoteWrite(c) => Exporter::Queued(
-                    crate::exporters::prometheusremotewrite::new_exporter(id.to_string(), c, auth, telemetry.clone()).map_err(|e| format!("exporter {id}: {e}"))?,
+                    crate::exporters::prometheusremotewrite::new_exporter(id.to_string(), c, auth, telemetry.clone())
+                        .map_err(|e| format!("exporter {id}: {e}"))?,
                 ),
-                ExporterConfig::Otlp(c) => {
-                    Exporter::Queued(crate::exporters::otlp::new_exporter(id.to_string(), c, auth, telemetry.clone()).map_err(|e| format!("exporter {id}: {e}"))?)
-                }
+                ExporterConfig::Otlp(c) => Exporter::Queued(
+                    crate::exporters::otlp::new_exporter(id.to_string(), c, auth, telemetry.clone())
+                        .map_err(|e| format!("exporter {id}: {e}"))?,
+                ),
                 ExporterConfig::OtlpHttp(c) => Exporter::Queued(
-                    crate::exporters::otlphttp::new_exporter(id.to_string(), c, auth, telemetry.clone()).map_err(|e| format!("exporter {id}: {e}"))?,
+                    crate::exporters::otlphttp::new_exporter(id.to_string(), c, auth, telemetry.clone())
+                        .map_err(|e| format!("exporter {id}: {e}"))?,
                 ),
                 ExporterConfig::Debug(c) => Exporter::Debug(Arc::new(DebugExporter { id: id.to_string(), cfg: c })),
             };
+            if let (Exporter::Queued(q), Some(s)) = (&e, storage) {
+                q.set_storage(s);
+            }
             exporters.push((id, e));
         }
         let mut processors = Vec::new();
@@ -140,7 +155,9 @@ impl Service {
         }
         let mut receivers = Vec::new();
         for (id, rc) in cfg.receivers.0 {
-            let Some(mut outs) = entries.remove(&id.to_string()) else { continue };
+            let Some(mut outs) = entries.remove(&id.to_string()) else {
+                continue;
+            };
             if let Some(t) = &tap {
                 outs.push(t.clone());
             }
@@ -152,6 +169,7 @@ impl Service {
             }
         }
         let metrics_addr = cfg.service.telemetry.metrics.socket_addr()?;
+        let shutdown_timeout = cfg.service.shutdown_timeout();
         let mut health_addr = None;
         for name in &cfg.service.extensions {
             if let Some(ExtensionConfig::HealthCheck(h)) = extensions.get(name) {
@@ -174,7 +192,7 @@ impl Service {
             exporters,
             telemetry,
             metrics_addr,
-            shutdown_timeout: Duration::from_secs(10),
+            shutdown_timeout,
             health_addr,
             health_listener: None,
             readiness,
@@ -251,24 +269,44 @@ impl Service {
         if fatal.is_empty() { Ok(()) } else { Err(fatal) }
     }
 
+    /// Opens the exporters' persistent queues (recovering and counting
+    /// what a previous run left); separate from `run` so a storage problem
+    /// (a directory in use by another agent) is reported before anything
+    /// starts. Idempotent.
+    pub fn open(&self) -> Result<(), String> {
+        for (id, e) in &self.exporters {
+            if let Exporter::Queued(x) = e {
+                x.open().map_err(|e| format!("exporter {id}: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Serves `/metrics` from `telemetry` on `l` (outside `run` when the
+    /// endpoint must outlive one service: reloads).
+    pub fn serve_telemetry(l: tokio::net::TcpListener, telemetry: Telemetry) -> tokio::task::JoinHandle<()> {
+        let t = telemetry;
+        let app = axum::Router::new().route(
+            "/metrics",
+            axum::routing::get(move || {
+                let t = t.clone();
+                async move { ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], t.render()) }
+            }),
+        );
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(l, app).await {
+                tracing::error!("self-metrics endpoint stopped: {e}");
+            }
+        })
+    }
+
     /// Runs until `stop` turns true, then shuts down in order.
     pub async fn run(self, listener: Option<tokio::net::TcpListener>, mut stop: watch::Receiver<bool>) {
         let telemetry = self.telemetry.clone();
-        let server = listener.map(|l| {
-            let t = telemetry.clone();
-            let app = axum::Router::new().route(
-                "/metrics",
-                axum::routing::get(move || {
-                    let t = t.clone();
-                    async move { ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], t.render()) }
-                }),
-            );
-            tokio::spawn(async move {
-                if let Err(e) = axum::serve(l, app).await {
-                    tracing::error!("self-metrics endpoint stopped: {e}");
-                }
-            })
-        });
+        let server = listener.map(|l| Self::serve_telemetry(l, telemetry.clone()));
+        if let Err(e) = self.open() {
+            tracing::error!("{e}");
+        }
         let (exp_stop_tx, exp_stop) = watch::channel(false);
         let (proc_stop_tx, proc_stop) = watch::channel(false);
         let health = self.health_listener.map(|l| {
@@ -318,32 +356,47 @@ impl Service {
                 break;
             }
         }
+        // One budget for the whole shutdown (service.shutdown_timeout).
+        let deadline = tokio::time::Instant::now() + self.shutdown_timeout;
         tracing::info!("shutting down: stopping receivers");
-        for t in receiver_tasks {
-            let _ = t.await;
-        }
-        let _ = proc_stop_tx.send(true);
-        for t in processor_tasks {
-            let _ = t.await;
-        }
-        // Paused exporters give up what they hold (counted); the others drain.
-        for st in &self.readiness.exporters {
-            st.stop();
-        }
-        for p in probers {
-            p.abort();
-        }
-        self.readiness.receivers_started.store(false, std::sync::atomic::Ordering::Relaxed);
-        let _ = exp_stop_tx.send(true);
-        let drain = async {
+        let aborts: Vec<_> = exporter_tasks.iter().map(|t| t.abort_handle()).collect();
+        let ordered = async {
+            for t in receiver_tasks {
+                let _ = t.await;
+            }
+            let _ = proc_stop_tx.send(true);
+            for t in processor_tasks {
+                let _ = t.await;
+            }
+            // Paused exporters stop waiting for their endpoint (in memory,
+            // what they hold is counted as dropped; on disk it stays).
+            for st in &self.readiness.exporters {
+                st.stop();
+            }
+            for p in probers {
+                p.abort();
+            }
+            self.readiness.receivers_started.store(false, std::sync::atomic::Ordering::Relaxed);
+            let _ = exp_stop_tx.send(true);
             for t in exporter_tasks {
                 let _ = t.await;
             }
         };
-        if tokio::time::timeout(self.shutdown_timeout, drain).await.is_err() {
+        if tokio::time::timeout_at(deadline, ordered).await.is_err() {
+            tracing::error!(
+                "shutdown took longer than service.shutdown_timeout ({:?}): giving up on what is still in flight",
+                self.shutdown_timeout
+            );
+            let _ = exp_stop_tx.send(true);
+            for a in &aborts {
+                a.abort();
+            }
             for x in &rw {
                 x.abandon();
             }
+        }
+        for x in &rw {
+            x.close();
         }
         if let Some(s) = server {
             s.abort();

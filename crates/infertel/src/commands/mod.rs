@@ -24,7 +24,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         }
     };
     let code = match cli.command {
-        Command::Run { config } => rt.block_on(run::run(&cli.log, &config)),
+        Command::Run { config, watch_config } => rt.block_on(run::run(&cli.log, &config, watch_config)),
         Command::Validate { config } => validate::validate(&cli.log, &config),
         Command::Check { config } => rt.block_on(check::check(&cli.log, &config)),
         Command::Names { config, target } => rt.block_on(names::names(&cli.log, &config, target.as_deref())),

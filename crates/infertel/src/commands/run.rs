@@ -1,4 +1,10 @@
-//! `infertel run --config FILE`: the agent.
+//! `infertel run --config FILE [--watch-config]`: the agent. SIGTERM and
+//! SIGINT shut it down in order (within `service.shutdown_timeout`); SIGHUP,
+//! or a change of the file with `--watch-config`, reloads it: the new config
+//! is validated and its pipeline built while the old one runs; only then is
+//! the old one stopped (its persistent queues stay on disk) and the new one
+//! started on them. An invalid config is logged and the old one keeps
+//! running. The self-metrics endpoint and counters live across reloads.
 
 use crate::cli::LogArgs;
 use crate::exit;
@@ -6,7 +12,7 @@ use infertel_pipeline::{Service, Telemetry};
 use std::path::Path;
 use tokio::sync::watch;
 
-pub async fn run(log: &LogArgs, path: &Path) -> u8 {
+pub async fn run(log: &LogArgs, path: &Path, watch_config: bool) -> u8 {
     let loaded = match super::load_file(path) {
         Ok(l) => l,
         Err(code) => return code,
@@ -41,11 +47,44 @@ pub async fn run(log: &LogArgs, path: &Path) -> u8 {
         );
         return exit::CONFIG;
     }
-    serve(service).await
+    serve_reloading(service, Some((path, watch_config))).await
 }
 
-/// Runs a built service until SIGINT/SIGTERM.
-pub async fn serve(service: Service) -> u8 {
+enum Event {
+    Stop,
+    Reload(&'static str),
+}
+
+async fn next_event(watch_config: Option<&Path>, last: &mut Option<Vec<u8>>) -> Event {
+    #[cfg(unix)]
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    loop {
+        #[cfg(unix)]
+        let hup_recv = async {
+            match hup.as_mut() {
+                Some(h) => {
+                    h.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let hup_recv = std::future::pending::<()>();
+        tokio::select! {
+            _ = super::shutdown_signal() => return Event::Stop,
+            _ = hup_recv => return Event::Reload("SIGHUP"),
+            _ = tokio::time::sleep(std::time::Duration::from_secs(1)), if watch_config.is_some() => {
+                let now = watch_config.and_then(|p| std::fs::read(p).ok());
+                if now.is_some() && now != *last {
+                    *last = now;
+                    return Event::Reload("config file changed");
+                }
+            }
+        }
+    }
+}
+
+async fn serve_reloading(service: Service, reload: Option<(&Path, bool)>) -> u8 {
     let listener = match service.bind_telemetry().await {
         Ok(l) => l,
         Err(e) => {
@@ -54,15 +93,109 @@ pub async fn serve(service: Service) -> u8 {
         }
     };
     if let Some(l) = &listener
-        && let Ok(a) = l.local_addr() {
-            tracing::info!("self-metrics at http://{a}/metrics");
-        }
+        && let Ok(a) = l.local_addr()
+    {
+        tracing::info!("self-metrics at http://{a}/metrics");
+    }
+    if let Err(e) = service.open() {
+        tracing::error!("{e}");
+        return exit::FAILURE;
+    }
+    let telemetry = service.telemetry().clone();
+    let server = listener.map(|l| Service::serve_telemetry(l, telemetry.clone()));
+    let reloads_ok = telemetry.counter(
+        "infertel_config_reloads_total",
+        "Config reloads, by result.",
+        &[("result", "success")],
+    );
+    let reloads_failed = telemetry.counter(
+        "infertel_config_reloads_total",
+        "Config reloads, by result.",
+        &[("result", "failure")],
+    );
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "infertel started");
-    let (tx, rx) = watch::channel(false);
-    let task = tokio::spawn(service.run(listener, rx));
-    super::shutdown_signal().await;
+    let (mut tx, rx) = watch::channel(false);
+    let mut task = tokio::spawn(service.run(None, rx));
+    let path = reload.map(|(p, _)| p);
+    let watched = reload.and_then(|(p, w)| w.then_some(p));
+    let mut last = watched.and_then(|p| std::fs::read(p).ok());
+    let mut current_text = path.and_then(|p| std::fs::read_to_string(p).ok());
+    loop {
+        let why = match next_event(watched, &mut last).await {
+            Event::Stop => break,
+            Event::Reload(why) => why,
+        };
+        let Some(path) = path else { continue };
+        tracing::info!("reloading {} ({why})", path.display());
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) => {
+                reloads_failed.inc();
+                tracing::error!(
+                    "reload refused, keeping the running config: cannot read {}: {e}",
+                    path.display()
+                );
+                continue;
+            }
+        };
+        let built = super::load_text(&path.display().to_string(), &text)
+            .map_err(|_| "the new config is invalid (errors above)".to_string())
+            .and_then(|l| Service::build(l.config, telemetry.clone(), None));
+        let mut new = match built {
+            Ok(s) => s,
+            Err(e) => {
+                reloads_failed.inc();
+                tracing::error!("reload refused, keeping the running config: {e}");
+                continue;
+            }
+        };
+        // The new pipeline is built: stop the old one (its queues stay on
+        // disk), then start the new one on them.
+        let _ = tx.send(true);
+        let _ = (&mut task).await;
+        // The old pipeline released the health_check port: the new one takes it.
+        if let Err(e) = new.bind_health().await {
+            tracing::error!("reload: {e}");
+        }
+        match new.open() {
+            Ok(()) => {
+                reloads_ok.inc();
+                current_text = Some(text);
+                let (t, rx) = watch::channel(false);
+                tx = t;
+                task = tokio::spawn(new.run(None, rx));
+                tracing::info!("reloaded {}", path.display());
+            }
+            Err(e) => {
+                reloads_failed.inc();
+                tracing::error!("reload failed, restarting the previous config: {e}");
+                drop(new);
+                let old = current_text
+                    .as_deref()
+                    .and_then(|t| super::load_text(&path.display().to_string(), t).ok())
+                    .and_then(|l| Service::build(l.config, telemetry.clone(), None).ok());
+                let Some(mut old) = old else {
+                    tracing::error!("cannot rebuild the previous config; exiting");
+                    return exit::FAILURE;
+                };
+                if let Err(e) = old.bind_health().await {
+                    tracing::error!("reload: {e}");
+                }
+                if let Err(e) = old.open() {
+                    tracing::error!("cannot reopen the previous config: {e}; exiting");
+                    return exit::FAILURE;
+                }
+                let (t, rx) = watch::channel(false);
+                tx = t;
+                task = tokio::spawn(old.run(None, rx));
+            }
+        }
+    }
     tracing::info!("signal received");
     let _ = tx.send(true);
     let _ = task.await;
+    if let Some(s) = server {
+        s.abort();
+    }
     exit::OK
 }

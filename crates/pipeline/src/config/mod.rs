@@ -136,6 +136,17 @@ pub struct ServiceConfig {
     pub pipelines: BTreeMap<String, PipelineConfig>,
     #[serde(default, deserialize_with = "or_default")]
     pub telemetry: TelemetryConfig,
+    /// How long shutdown (and a reload) may take to stop scraping, send
+    /// stale markers and flush to the backend or the on-disk queue; 10s
+    /// when unset.
+    #[serde(default)]
+    pub shutdown_timeout: Option<Duration>,
+}
+
+impl ServiceConfig {
+    pub fn shutdown_timeout(&self) -> std::time::Duration {
+        self.shutdown_timeout.map(|d| d.get()).unwrap_or(std::time::Duration::from_secs(10))
+    }
 }
 
 #[derive(Debug, Deserialize, Default, Clone)]
@@ -401,6 +412,28 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
                         });
                     }
                 }
+            }
+        }
+    }
+    // A persistent sending queue names a file_storage extension that
+    // service.extensions lists.
+    for (id, e) in &cfg.exporters.0 {
+        if let Some(st) = e.queue().and_then(|q| q.storage.as_deref()) {
+            let path = format!("exporters.{id}.sending_queue.storage");
+            let (line, column) = locate(text, "exporters:", st);
+            let message = match ComponentId::parse(st) {
+                Err(err) => Some(err),
+                Ok(sid) => match cfg.extensions.get(&sid) {
+                    None => Some(format!("storage {st:?} is not defined in the extensions section")),
+                    Some(ExtensionConfig::FileStorage(_)) if !cfg.service.extensions.iter().any(|s| s == st) => {
+                        Some(format!("storage {st:?} must also be listed in service.extensions"))
+                    }
+                    Some(ExtensionConfig::FileStorage(_)) => None,
+                    Some(_) => Some(format!("storage {st:?} is not a file_storage extension")),
+                },
+            };
+            if let Some(message) = message {
+                v.errors.push(ConfigIssue { origin: origin.into(), line, column, path, message });
             }
         }
     }

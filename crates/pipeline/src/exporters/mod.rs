@@ -6,6 +6,7 @@ pub mod otlp;
 pub mod otlphttp;
 pub mod probe;
 pub mod prometheusremotewrite;
+pub mod persistent;
 pub mod queue;
 pub mod shared;
 
@@ -43,6 +44,16 @@ impl ExporterConfig {
             ExporterConfig::Debug(_) => Ok(()),
             ExporterConfig::Otlp(c) => c.validate(),
             ExporterConfig::OtlpHttp(c) => c.validate(),
+        }
+    }
+
+    /// The sending queue's settings, for exporters that have one.
+    pub fn queue(&self) -> Option<&shared::QueueConfig> {
+        match self {
+            ExporterConfig::PrometheusRemoteWrite(c) => Some(&c.sending_queue),
+            ExporterConfig::Debug(_) => None,
+            ExporterConfig::Otlp(c) => Some(&c.sending_queue),
+            ExporterConfig::OtlpHttp(c) => Some(&c.sending_queue),
         }
     }
 

@@ -8,12 +8,24 @@
 //! shard, which is what keeps the order). A full queue drops its oldest
 //! batch, counted and logged, never silently.
 //!
+//! With `sending_queue.storage` naming a `file_storage` extension, each
+//! consumer's FIFO is a segment log on disk instead (`persistent.rs`): a
+//! batch is appended before `consume` returns, read back, delivered and
+//! acknowledged; it survives restarts and crashes (replayed oldest first,
+//! so per series the backlog goes before newer samples), and the byte
+//! budget drops the oldest unread batches, counted as `queue_full`.
+//!
 //! Self-metrics, labelled `{exporter}`: `infertel_exporter_sent_samples_total`,
 //! `infertel_exporter_dropped_samples_total{reason}`,
-//! `infertel_exporter_queue_size`, `infertel_exporter_queue_capacity`.
+//! `infertel_exporter_queue_size`, `infertel_exporter_queue_capacity`; with
+//! storage also `infertel_exporter_queue_bytes`,
+//! `infertel_exporter_queue_samples`, `infertel_exporter_queue_oldest_age_seconds`,
+//! `infertel_exporter_queue_replayed_samples_total`,
+//! `infertel_exporter_queue_truncated_bytes_total`.
 
 use crate::consumer::{BoxFuture, Consumer};
 use crate::exporters::probe::{EndpointState, ProbeResult};
+use crate::exporters::persistent::{DiskQueue, Storage};
 use crate::exporters::shared::QueueConfig;
 use crate::telemetry::{Counter, Gauge, Telemetry};
 use infertel_model::{Batch, Series};
@@ -62,6 +74,8 @@ struct Shard {
     queue: Mutex<VecDeque<Item>>,
     notify: Notify,
     cap: usize,
+    /// Set while the queue's storage is open: the FIFO is on disk.
+    disk: Mutex<Option<DiskQueue>>,
 }
 
 pub struct SendingQueue<D: Deliver> {
@@ -78,6 +92,7 @@ pub struct SendingQueue<D: Deliver> {
     /// The endpoint's state: consumers wait while it is paused (the data
     /// stays queued); see `exporters/probe.rs`.
     endpoint_state: OnceLock<Arc<EndpointState>>,
+    storage: Mutex<Option<Storage>>,
 }
 
 impl<D: Deliver> SendingQueue<D> {
@@ -100,6 +115,7 @@ impl<D: Deliver> SendingQueue<D> {
                     queue: Mutex::new(VecDeque::new()),
                     notify: Notify::new(),
                     cap: per_shard,
+                    disk: Mutex::new(None),
                 })
             })
             .collect();
@@ -131,6 +147,7 @@ impl<D: Deliver> SendingQueue<D> {
             id,
             last_full_log: Mutex::new(None),
             endpoint_state: OnceLock::new(),
+            storage: Mutex::new(None),
         })
     }
 
@@ -143,6 +160,226 @@ impl<D: Deliver> SendingQueue<D> {
         self.endpoint_state.get().cloned()
     }
 
+    /// Makes the queue persistent (before [`SendingQueue::open_storage`]).
+    pub fn set_storage(&self, storage: Storage) {
+        *self.storage.lock().unwrap_or_else(|p| p.into_inner()) = Some(storage);
+    }
+
+    /// Opens the on-disk queues (when storage is set): recovers torn tails,
+    /// counts what will be replayed, and moves a backlog written with a
+    /// different `num_consumers` into the current layout.
+    pub fn open_storage(&self) -> Result<(), String> {
+        let Some(st) = self
+            .storage
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        else {
+            return Ok(());
+        };
+        if !self.cfg.enabled {
+            return Ok(());
+        }
+        let n = self.shards.len();
+        let safe: String = self
+            .id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let base = st.directory.join(safe);
+        let layout = base.join(format!("consumers-{n}"));
+        let per_shard = (st.max_bytes / n as u64).max(if st.max_bytes == 0 { 0 } else { 1 });
+        let l = [("exporter", self.id.as_str())];
+        let mut replayed = 0;
+        let mut truncated = 0;
+        let mut opened = Vec::new();
+        for i in 0..n {
+            let dir = layout.join(format!("shard-{i}"));
+            let (q, rec) = DiskQueue::open(&dir, per_shard, st.fsync)
+                .map_err(|e| format!("sending_queue storage {}: {e}", dir.display()))?;
+            if rec.truncated_bytes > 0 {
+                tracing::warn!(exporter = %self.id, dir = %dir.display(), "persistent queue: truncated a torn or corrupt tail of {} bytes in {} segment(s) at the last good record", rec.truncated_bytes, rec.truncated_segments);
+            }
+            truncated += rec.truncated_bytes;
+            replayed += q.backlog().0;
+            opened.push(q);
+        }
+        // A backlog from another num_consumers: re-shard it, oldest first,
+        // before anything new is queued (so per series order holds).
+        if let Ok(rd) = std::fs::read_dir(&base) {
+            let mut old: Vec<_> = rd
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| {
+                    *p != layout
+                        && p.file_name()
+                            .is_some_and(|f| f.to_string_lossy().starts_with("consumers-"))
+                })
+                .collect();
+            old.sort();
+            for dir in old {
+                let mut moved = 0u64;
+                let mut shards: Vec<_> = std::fs::read_dir(&dir)
+                    .map_err(|e| format!("{}: {e}", dir.display()))?
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.path())
+                    .collect();
+                shards.sort();
+                for sd in shards {
+                    let (mut q, _) = DiskQueue::open(&sd, 0, false)
+                        .map_err(|e| format!("sending_queue storage {}: {e}", sd.display()))?;
+                    while let Some(t) = q.take().map_err(|e| format!("{}: {e}", sd.display()))? {
+                        moved += t.batch.sample_count() as u64;
+                        let mut parts: Vec<Batch> = (0..n).map(|_| Batch::default()).collect();
+                        for s in t.batch.series {
+                            let k = self.deliver.shard_key(&s, t.naming);
+                            parts[(k % n as u64) as usize].series.push(s);
+                        }
+                        parts[0].metadata = t.batch.metadata;
+                        for (i, b) in parts.into_iter().enumerate() {
+                            if !b.is_empty() {
+                                let lost = opened[i]
+                                    .push(&b, t.naming)
+                                    .map_err(|e| format!("sending_queue storage: {e}"))?;
+                                if lost > 0 {
+                                    self.dropped("queue_full").add(lost);
+                                }
+                            }
+                        }
+                    }
+                }
+                std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                tracing::info!(exporter = %self.id, "persistent queue: moved {moved} queued samples from {} to {n} consumers", dir.display());
+                replayed += moved;
+            }
+        }
+        for (s, q) in self.shards.iter().zip(opened) {
+            *s.disk.lock().unwrap_or_else(|p| p.into_inner()) = Some(q);
+        }
+        self.telemetry
+            .counter(
+                "infertel_exporter_queue_replayed_samples_total",
+                "Samples found in the persistent queue at start, delivered before newer data.",
+                &l,
+            )
+            .add(replayed);
+        self.telemetry
+            .counter(
+                "infertel_exporter_queue_truncated_bytes_total",
+                "Bytes cut from torn or corrupt persistent-queue tails at start.",
+                &l,
+            )
+            .add(truncated);
+        if replayed > 0 {
+            tracing::info!(exporter = %self.id, "persistent queue: {replayed} samples from before the restart will be sent first");
+        }
+        self.update_disk_gauges();
+        Ok(())
+    }
+
+    /// Closes the on-disk queues (releasing their locks); unsent data stays there.
+    pub fn close_storage(&self) {
+        let mut left = 0;
+        let mut any = false;
+        for s in &self.shards {
+            if let Some(q) = s.disk.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                any = true;
+                left += q.backlog().0;
+            }
+        }
+        if any && left > 0 {
+            tracing::info!(exporter = %self.id, "persistent queue: {left} samples stay on disk for the next start");
+        }
+    }
+
+    fn is_persistent(&self) -> bool {
+        self.shards
+            .first()
+            .is_some_and(|s| s.disk.lock().unwrap_or_else(|p| p.into_inner()).is_some())
+    }
+
+    fn update_disk_gauges(&self) {
+        let mut bytes = 0;
+        let mut samples = 0;
+        let mut oldest: Option<i64> = None;
+        for s in &self.shards {
+            if let Some(q) = s.disk.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+                bytes += q.bytes();
+                let (n, o) = q.backlog();
+                samples += n;
+                if let Some(o) = o {
+                    oldest = Some(oldest.map_or(o, |x| x.min(o)));
+                }
+            }
+        }
+        let l = [("exporter", self.id.as_str())];
+        self.telemetry
+            .gauge(
+                "infertel_exporter_queue_bytes",
+                "Bytes of the persistent queue on disk.",
+                &l,
+            )
+            .set(bytes as f64);
+        self.telemetry
+            .gauge(
+                "infertel_exporter_queue_samples",
+                "Samples in the persistent queue not yet acknowledged by the backend.",
+                &l,
+            )
+            .set(samples as f64);
+        let age = oldest
+            .map(|o| (crate::exporters::persistent::now_ms() - o).max(0) as f64 / 1000.0)
+            .unwrap_or(0.0);
+        self.telemetry
+            .gauge(
+                "infertel_exporter_queue_oldest_age_seconds",
+                "Age of the oldest unacknowledged batch in the persistent queue.",
+                &l,
+            )
+            .set(age);
+    }
+
+    /// Appends to a shard's disk queue; false when the queue is in memory.
+    fn push_disk(&self, shard: usize, item: &Item) -> bool {
+        let s = &self.shards[shard];
+        let res = {
+            let mut d = s.disk.lock().unwrap_or_else(|p| p.into_inner());
+            match d.as_mut() {
+                None => return false,
+                Some(q) => q.push(&item.batch, item.naming),
+            }
+        };
+        match res {
+            Ok(0) => {}
+            Ok(lost) => self.queue_full(lost),
+            Err(e) => {
+                let n = item.batch.sample_count() as u64;
+                self.dropped("storage_error").add(n);
+                tracing::error!(exporter = %self.id, "persistent queue: cannot append, dropping {n} samples: {e}");
+            }
+        }
+        s.notify.notify_one();
+        true
+    }
+
+    fn queue_full(&self, n: u64) {
+        self.dropped("queue_full").add(n);
+        let mut last = self.last_full_log.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_none_or(|t| t.elapsed().as_secs() >= 10) {
+            *last = Some(Instant::now());
+            tracing::error!(
+                exporter = %self.id, endpoint = %self.endpoint,
+                "sending queue full: dropped the oldest queued data ({n} samples); the backend is slower than the scrapes or down (raise sending_queue.queue_size, num_consumers or the storage's max_bytes)"
+            );
+        }
+    }
+
     pub fn dropped(&self, reason: &str) -> Arc<Counter> {
         self.telemetry.counter(
             "infertel_exporter_dropped_samples_total",
@@ -152,6 +389,9 @@ impl<D: Deliver> SendingQueue<D> {
     }
 
     fn push(&self, shard: usize, item: Item) {
+        if self.push_disk(shard, &item) {
+            return;
+        }
         let s = &self.shards[shard];
         let evicted = {
             let mut q = s.queue.lock().unwrap_or_else(|p| p.into_inner());
@@ -159,18 +399,7 @@ impl<D: Deliver> SendingQueue<D> {
             if q.len() > s.cap { q.pop_front() } else { None }
         };
         match evicted {
-            Some(old) => {
-                let n = old.batch.sample_count() as u64;
-                self.dropped("queue_full").add(n);
-                let mut last = self.last_full_log.lock().unwrap_or_else(|p| p.into_inner());
-                if last.is_none_or(|t| t.elapsed().as_secs() >= 10) {
-                    *last = Some(Instant::now());
-                    tracing::error!(
-                        exporter = %self.id, endpoint = %self.endpoint,
-                        "sending queue full: dropped the oldest batch ({n} samples); the backend is slower than the scrapes (raise sending_queue.queue_size or num_consumers)"
-                    );
-                }
-            }
+            Some(old) => self.queue_full(old.batch.sample_count() as u64),
             None => {
                 let q = self.queued.fetch_add(1, Ordering::Relaxed) + 1;
                 self.queue_size.set(q as f64);
@@ -225,6 +454,28 @@ impl<D: Deliver> SendingQueue<D> {
                     {
                         break;
                     }
+                    match me.take_disk(&shard) {
+                        // Persistent: after a stop, keep sending until the
+                        // queue is empty; the graph cuts this off at
+                        // service.shutdown_timeout, and what is left stays
+                        // on disk for the next start.
+                        Some(Some((item, end))) => {
+                            me.deliver_one(&mut state, item).await;
+                            me.ack_disk(&shard, end);
+                            continue;
+                        }
+                        Some(None) => {
+                            if *stop.borrow() {
+                                break;
+                            }
+                            tokio::select! {
+                                _ = shard.notify.notified() => {}
+                                _ = stop.changed() => {}
+                            }
+                            continue;
+                        }
+                        None => {}
+                    }
                     if let Some(b) = me.pop_all(&shard) {
                         me.deliver_one(&mut state, b).await;
                         continue;
@@ -239,16 +490,70 @@ impl<D: Deliver> SendingQueue<D> {
                 }
             }));
         }
+        let gauges = self.is_persistent().then(|| {
+            let me = self.clone();
+            tokio::spawn(async move {
+                loop {
+                    me.update_disk_gauges();
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+            })
+        });
         for t in tasks {
             let _ = t.await;
         }
+        if let Some(g) = gauges {
+            g.abort();
+            self.update_disk_gauges();
+        }
+        // Paused at shutdown: what is still queued in memory is counted as
+        // dropped (a persistent queue keeps it on disk for the next start).
         if self.endpoint_state.get().is_some_and(|g| !g.is_open()) {
             self.abandon_queued();
         }
     }
 
+    /// `None`: the shard is in memory; `Some(None)`: nothing on disk.
+    #[allow(clippy::option_option)]
+    fn take_disk(&self, shard: &Shard) -> Option<Option<(Item, infertel_wal::Position)>> {
+        let mut d = shard.disk.lock().unwrap_or_else(|p| p.into_inner());
+        let q = d.as_mut()?;
+        match q.take() {
+            Ok(Some(t)) => Some(Some((
+                Item {
+                    batch: t.batch,
+                    naming: t.naming,
+                },
+                t.end,
+            ))),
+            Ok(None) => Some(None),
+            Err(e) => {
+                tracing::error!(exporter = %self.id, "persistent queue: cannot read: {e}");
+                q.rewind();
+                Some(None)
+            }
+        }
+    }
+
+    fn ack_disk(&self, shard: &Shard, end: infertel_wal::Position) {
+        if let Some(q) = shard
+            .disk
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+            && let Err(e) = q.ack(end)
+        {
+            tracing::error!(exporter = %self.id, "persistent queue: cannot record delivery (the batch may be sent again after a restart): {e}");
+        }
+    }
+
     /// What is still queued (counted as dropped when shutdown runs out of time).
     pub fn abandon_queued(&self) {
+        if self.is_persistent() {
+            // Unacknowledged data stays on disk and is sent after the restart.
+            self.close_storage();
+            return;
+        }
         let mut n = 0;
         for s in &self.shards {
             let mut q = s.queue.lock().unwrap_or_else(|p| p.into_inner());
@@ -326,6 +631,12 @@ impl<D: Deliver> Consumer for Named<D> {
 
 /// What the graph needs from a queued exporter, whatever its protocol.
 pub trait QueuedExporter: Send + Sync {
+    /// Makes the queue persistent (`sending_queue.storage`).
+    fn set_storage(&self, storage: Storage);
+    /// Opens what must be open before data arrives (the on-disk queue).
+    fn open(&self) -> Result<(), String>;
+    /// Releases the on-disk queue after the consumers stopped.
+    fn close(&self);
     fn start(self: Arc<Self>, stop: watch::Receiver<bool>) -> BoxFuture<'static, ()>;
     fn abandon(&self);
     /// The consumer a pipeline hands its batches to.
@@ -336,6 +647,15 @@ pub trait QueuedExporter: Send + Sync {
 }
 
 impl<D: Deliver> QueuedExporter for SendingQueue<D> {
+    fn set_storage(&self, storage: Storage) {
+        SendingQueue::set_storage(self, storage)
+    }
+    fn open(&self) -> Result<(), String> {
+        self.open_storage()
+    }
+    fn close(&self) {
+        self.close_storage()
+    }
     fn start(self: Arc<Self>, stop: watch::Receiver<bool>) -> BoxFuture<'static, ()> {
         Box::pin(self.run(stop))
     }

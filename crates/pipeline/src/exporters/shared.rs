@@ -66,13 +66,16 @@ pub struct QueueConfig {
     /// Parallel senders; series are sharded across them by label hash so one
     /// series' samples always go out in order.
     pub num_consumers: usize,
-    /// Batches held in memory, over all consumers.
+    /// Batches held in memory, over all consumers (without `storage`).
     pub queue_size: usize,
+    /// A `file_storage` extension id: the queue lives on disk, survives
+    /// restarts and crashes, and is bounded by the extension's `max_bytes`.
+    pub storage: Option<String>,
 }
 
 impl Default for QueueConfig {
     fn default() -> Self {
-        QueueConfig { enabled: true, num_consumers: 5, queue_size: 1000 }
+        QueueConfig { enabled: true, num_consumers: 5, queue_size: 1000, storage: None }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Extensions: `basicauth` and `bearertokenauth` (client side, as in the
-//! Collector) that exporters reference with `auth.authenticator`, and
-//! `health_check` (`/healthz`, `/readyz`).
+//! Collector) that exporters reference with `auth.authenticator`;
+//! `health_check` (`/healthz`, `/readyz`); and `file_storage`, where
+//! exporters' `sending_queue.storage` keeps their queue on disk.
 
 pub mod health_check;
 
@@ -41,21 +42,42 @@ impl Default for BearerTokenAuthConfig {
     }
 }
 
+/// `file_storage/NAME`: a directory for persistent sending queues.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct FileStorageConfig {
+    pub directory: PathBuf,
+    /// Disk budget of each exporter queue using this storage, shared by its
+    /// consumers; when full, the oldest data is dropped (and counted).
+    #[serde(default = "default_max_bytes")]
+    pub max_bytes: crate::config::ByteSize,
+    /// fdatasync every append and acknowledgement (survives power loss,
+    /// not only a process crash); slower.
+    #[serde(default)]
+    pub fsync: bool,
+}
+
+fn default_max_bytes() -> crate::config::ByteSize {
+    crate::config::ByteSize(1 << 30)
+}
+
 #[derive(Debug, Clone)]
 pub enum ExtensionConfig {
     BasicAuth(BasicAuthConfig),
     BearerTokenAuth(BearerTokenAuthConfig),
     HealthCheck(health_check::HealthCheckConfig),
+    FileStorage(FileStorageConfig),
 }
 
 impl ComponentKind for ExtensionConfig {
     const SECTION: &'static str = "extension";
-    const KNOWN: &'static [&'static str] = &["basicauth", "bearertokenauth", "health_check"];
+    const KNOWN: &'static [&'static str] = &["basicauth", "bearertokenauth", "file_storage", "health_check"];
     fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
         match kind {
             "basicauth" => Ok(ExtensionConfig::BasicAuth(or_default(d)?)),
             "bearertokenauth" => Ok(ExtensionConfig::BearerTokenAuth(or_default(d)?)),
             "health_check" => Ok(ExtensionConfig::HealthCheck(or_default(d)?)),
+            "file_storage" => Ok(ExtensionConfig::FileStorage(Deserialize::deserialize(d)?)),
             other => Err(serde::de::Error::custom(format!("unknown extension type {other:?}"))),
         }
     }
@@ -75,6 +97,25 @@ impl ExtensionConfig {
                 _ => Ok(()),
             },
             ExtensionConfig::HealthCheck(c) => c.socket_addr().map(|_| ()),
+            ExtensionConfig::FileStorage(c) => {
+                if c.directory.as_os_str().is_empty() {
+                    return Err("file_storage: directory must not be empty".into());
+                }
+                if c.max_bytes.0 < 64 << 10 {
+                    return Err("file_storage: max_bytes must be at least 64KiB".into());
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The persistent-queue storage this extension provides, if it is one.
+    pub fn storage(&self) -> Option<crate::exporters::persistent::Storage> {
+        match self {
+            ExtensionConfig::FileStorage(c) => {
+                Some(crate::exporters::persistent::Storage { directory: c.directory.clone(), max_bytes: c.max_bytes.0, fsync: c.fsync })
+            }
+            _ => None,
         }
     }
 
@@ -100,6 +141,7 @@ impl ExtensionConfig {
                 (c.header.clone(), v)
             }
             ExtensionConfig::HealthCheck(_) => return Err("health_check is not an authenticator".into()),
+            ExtensionConfig::FileStorage(_) => return Err("file_storage is not an authenticator".into()),
         };
         let mut hv = HeaderValue::from_str(&v).map_err(|_| "credentials contain characters not allowed in an HTTP header".to_string())?;
         hv.set_sensitive(true);

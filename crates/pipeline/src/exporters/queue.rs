@@ -440,6 +440,7 @@ impl<D: Deliver> SendingQueue<D> {
             return;
         }
         let mut tasks = Vec::new();
+        let flush = self.cfg.flush_timeout.get();
         for i in 0..self.shards.len() {
             let me = self.clone();
             let mut stop = stop.clone();
@@ -469,7 +470,7 @@ impl<D: Deliver> SendingQueue<D> {
                                 break;
                             }
                             tokio::select! {
-                                _ = shard.notify.notified() => {}
+                                _ = shard.notify.notified() => linger(flush, &mut stop).await,
                                 _ = stop.changed() => {}
                             }
                             continue;
@@ -484,7 +485,7 @@ impl<D: Deliver> SendingQueue<D> {
                         break;
                     }
                     tokio::select! {
-                        _ = shard.notify.notified() => {}
+                        _ = shard.notify.notified() => linger(flush, &mut stop).await,
                         _ = stop.changed() => {}
                     }
                 }
@@ -678,5 +679,19 @@ impl<D: Deliver> QueuedExporter for SendingQueue<D> {
                 naming,
             })
         }
+    }
+}
+
+/// After new data wakes an idle consumer, waits `flush` (unless stopping) so
+/// the batches of other targets scraped in the meantime join the same
+/// request: fewer, larger requests cost the agent and the backend less per
+/// sample (the Collector's batch timeout, vmagent's flush interval).
+async fn linger(flush: std::time::Duration, stop: &mut watch::Receiver<bool>) {
+    if flush.is_zero() || *stop.borrow() {
+        return;
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(flush) => {}
+        _ = stop.changed() => {}
     }
 }

@@ -71,11 +71,14 @@ pub struct QueueConfig {
     /// A `file_storage` extension id: the queue lives on disk, survives
     /// restarts and crashes, and is bounded by the extension's `max_bytes`.
     pub storage: Option<String>,
+    /// How long a consumer woken by new data waits for more before it
+    /// sends, so one request carries many scrapes; 0 sends at once.
+    pub flush_timeout: crate::config::Duration,
 }
 
 impl Default for QueueConfig {
     fn default() -> Self {
-        QueueConfig { enabled: true, num_consumers: 5, queue_size: 1000, storage: None }
+        QueueConfig { enabled: true, num_consumers: 5, queue_size: 1000, storage: None, flush_timeout: crate::config::Duration::from_millis(200) }
     }
 }
 

@@ -2,7 +2,10 @@
 //! serves (`shared/bench/gen_fixture.py --series 1000`: one 4-GPU node,
 //! vLLM + dcgm, 977 samples, 140 KB; copied to `benches/data/`):
 //! parse → label and intern (`build_series`, warm cache) → remote-write
-//! request (protobuf + snappy). Run: `cargo bench -p infertel-pipeline`.
+//! request (protobuf + snappy), and the alternatives: the same scrape with
+//! a typical `metric_relabel_configs` (what relabeling adds), and the OTLP
+//! mapping + protobuf encode of the same series.
+//! Run: `cargo bench -p infertel-pipeline`.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use infertel_model::Labels;
@@ -21,6 +24,10 @@ fn target() -> Target {
 }
 
 fn job() -> JobSettings {
+    job_with(Relabeler::default())
+}
+
+fn job_with(metric_relabel: Relabeler) -> JobSettings {
     JobSettings {
         receiver: "prometheus".into(),
         honor_labels: false,
@@ -30,7 +37,7 @@ fn job() -> JobSettings {
         label_name_length_limit: 0,
         label_value_length_limit: 0,
         body_size_limit: 0,
-        metric_relabel: Relabeler::default(),
+        metric_relabel,
         external_labels: vec![],
         auth: ScrapeAuth::None,
         interner: Default::default(),
@@ -55,8 +62,35 @@ fn bench(c: &mut Criterion) {
             build_series(black_box(BODY), None, ts, &t, &j, &mut cache, &mut series, &mut md, false).map(|s| s.post_relabel)
         })
     });
+    // What a typical metric_relabel_configs adds: drop the Python runtime
+    // families, drop a label, rename one by regex.
+    let rc: Vec<infertel_relabel::RelabelConfig> = serde_yaml::from_str(
+        "- {source_labels: [__name__], regex: 'python_.*|process_.*', action: drop}\n- {regex: pod_uid, action: labeldrop}\n- {source_labels: [modelName], target_label: gpu_model}\n",
+    )
+    .expect("relabel config");
+    let jr = job_with(Relabeler::new(&rc).expect("relabel rules"));
+    let mut cache_r = SeriesCache::default();
+    let mut ts_r = 1;
+    g.bench_function("build_series_warm_metric_relabel", |b| {
+        b.iter(|| {
+            series.clear();
+            md.clear();
+            ts_r += 1;
+            build_series(black_box(BODY), None, ts_r, &t, &jr, &mut cache_r, &mut series, &mut md, false).map(|s| s.post_relabel)
+        })
+    });
+    series.clear();
+    md.clear();
+    build_series(BODY, None, ts + 1, &t, &j, &mut cache, &mut series, &mut md, true).expect("fixture");
     let mut rb = RequestBuilder::new(3_000_000, false, vec![]);
     g.bench_function("request_build", |b| b.iter(|| rb.build(black_box(series.clone()), &[]).map(|r| r.len())));
+    let mut store = infertel_otlp::MetadataStore::default();
+    store.update(&md);
+    let targets = infertel_otlp::TargetInfo::default();
+    let mut conv = infertel_otlp::Converter::new(infertel_otlp::Naming::Otel, false);
+    g.bench_function("otlp_convert_encode", |b| {
+        b.iter(|| conv.convert(black_box(&series), &store, &targets).map(|r| prost::Message::encode_to_vec(&r).len()))
+    });
     g.finish();
 }
 

@@ -152,6 +152,9 @@ fn fail(reason: &'static str, message: impl Into<String>) -> ScrapeFailure {
 struct CacheEntry {
     /// Finished labels, or None when metric relabeling dropped the series.
     out: Option<Labels>,
+    /// Another scraped series already has these finished labels (metric
+    /// relabeling made them equal): this one is skipped as a duplicate.
+    shadowed: bool,
     seen: u64,
     /// Series with explicit timestamps get no staleness markers.
     track_staleness: bool,
@@ -178,6 +181,10 @@ pub struct SeriesCache {
     /// (one per active series); two different series would have to collide
     /// on 128 bits, about 1e-27 at a million series.
     entries: FxHashMap<u128, CacheEntry>,
+    /// With metric relabeling, which entry owns each finished label set, so
+    /// a collision is found once, when a series first appears, instead of
+    /// hashing every sample's labels on every scrape.
+    owners: FxHashMap<Labels, u128>,
     /// Reused buffer for building the key.
     scratch: Vec<u8>,
     scrape_id: u64,
@@ -203,10 +210,12 @@ impl SeriesCache {
             .entries
             .values()
             .filter(|e| e.seen == prev && e.track_staleness)
+            .filter(|e| !e.shadowed)
             .filter_map(|e| e.out.clone())
             .map(|labels| Series { labels, samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }] })
             .collect();
         self.entries.clear();
+        self.owners.clear();
         out
     }
 }
@@ -290,7 +299,6 @@ pub fn build_series(
     let mut stats = ScrapeStats { scraped: exp.samples.len() as u64, ..Default::default() };
     let mut inserted: Vec<u128> = Vec::new();
     let mut touched: Vec<u128> = Vec::new();
-    let mut relabeled_seen: FxHashSet<Labels> = FxHashSet::default();
     let check_collisions = !job.metric_relabel.is_empty();
     let start_len = out.len();
     let result = (|| {
@@ -317,6 +325,10 @@ pub fn build_series(
                     }
                     e.seen = id;
                     touched.push(key);
+                    if e.shadowed {
+                        stats.duplicates += 1;
+                        continue;
+                    }
                     e.out.clone()
                 }
                 None => {
@@ -324,16 +336,25 @@ pub fn build_series(
                     if labels.is_some() {
                         stats.series_added += 1;
                     }
-                    cache.entries.insert(key, CacheEntry { out: labels.clone(), seen: id, track_staleness: !explicit_ts });
+                    let mut shadowed = false;
+                    if check_collisions && let Some(l) = &labels {
+                        match cache.owners.get(l) {
+                            Some(owner) if *owner != key => shadowed = true,
+                            _ => {
+                                cache.owners.insert(l.clone(), key);
+                            }
+                        }
+                    }
+                    cache.entries.insert(key, CacheEntry { out: labels.clone(), shadowed, seen: id, track_staleness: !explicit_ts });
                     inserted.push(key);
+                    if shadowed {
+                        stats.duplicates += 1;
+                        continue;
+                    }
                     labels
                 }
             };
             let Some(labels) = labels else { continue };
-            if check_collisions && !relabeled_seen.insert(labels.clone()) {
-                stats.duplicates += 1;
-                continue;
-            }
             stats.post_relabel += 1;
             if job.sample_limit > 0 && stats.post_relabel > job.sample_limit {
                 return Err(fail("sample_limit", format!("sample_limit exceeded: more than {} samples", job.sample_limit)));
@@ -347,7 +368,9 @@ pub fn build_series(
         // is as it was.
         out.truncate(start_len);
         for key in inserted {
-            cache.entries.remove(&key);
+            if let Some(CacheEntry { out: Some(l), shadowed: false, .. }) = cache.entries.remove(&key) {
+                cache.owners.remove(&l);
+            }
         }
         for key in touched {
             if let Some(e) = cache.entries.get_mut(&key) {
@@ -358,14 +381,36 @@ pub fn build_series(
     }
     // Series of the previous scrape that did not come back go stale.
     let prev = cache.scrape_id;
-    cache.entries.retain(|_, e| {
-        if e.seen == prev && e.track_staleness {
-            if let Some(l) = &e.out {
+    let owners = &mut cache.owners;
+    let mut freed = false;
+    cache.entries.retain(|key, e| {
+        if e.seen == id {
+            return true;
+        }
+        if let Some(l) = &e.out {
+            if e.seen == prev && e.track_staleness && !e.shadowed {
                 out.push(Series { labels: l.clone(), samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }] });
             }
+            if owners.get(l) == Some(key) {
+                owners.remove(l);
+                freed = true;
+            }
         }
-        e.seen == id
+        false
     });
+    if freed {
+        // A series that shadowed the one that went away takes its place
+        // from the next scrape on. (Rare: it needs relabeling that makes two
+        // scraped series equal.)
+        for (key, e) in cache.entries.iter_mut().filter(|(_, e)| e.shadowed) {
+            if let Some(l) = &e.out
+                && !cache.owners.contains_key(l)
+            {
+                cache.owners.insert(l.clone(), *key);
+                e.shadowed = false;
+            }
+        }
+    }
     cache.scrape_id = id;
     if want_metadata {
         for f in &exp.families {
@@ -705,11 +750,20 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].samples[0].value, 1.0);
         assert_eq!(st.duplicates, 1);
-        // Two series that metric relabeling makes identical.
+        // Two series that metric relabeling makes identical: the first wins,
+        // every scrape, and the other takes over once the first is gone.
         let j = job("- {regex: x, action: labeldrop}");
-        let (out, st) = scrape("a{x=\"1\"} 1\na{x=\"2\"} 2\n", 1000, &j, &mut SeriesCache::default()).unwrap();
-        assert_eq!(out.len(), 1);
-        assert_eq!(st.duplicates, 1);
+        let mut c = SeriesCache::default();
+        for ts in [1000, 2000] {
+            let (out, st) = scrape("a{x=\"1\"} 1\na{x=\"2\"} 2\n", ts, &j, &mut c).unwrap();
+            assert_eq!(out.len(), 1);
+            assert_eq!(out[0].samples[0].value, 1.0);
+            assert_eq!(st.duplicates, 1);
+        }
+        let (out, _) = scrape("a{x=\"2\"} 2\n", 3000, &j, &mut c).unwrap();
+        assert!(out.iter().all(|s| is_stale_nan(s.samples[0].value)), "the gone owner is marked stale");
+        let (out, st) = scrape("a{x=\"2\"} 2\n", 4000, &j, &mut c).unwrap();
+        assert_eq!((out.len(), out[0].samples[0].value, st.duplicates), (1, 2.0, 0));
     }
 
     #[test]

@@ -422,8 +422,20 @@ impl Engine {
     /// Takes a scrape's series (any number of targets); returns each target
     /// seen with the newest timestamp it brought.
     pub fn ingest(&mut self, series: &[Series]) -> BTreeMap<TargetKey, i64> {
-        let mut touched: BTreeMap<TargetKey, i64> = BTreeMap::new();
-        let mut fresh: BTreeMap<TargetKey, (BTreeSet<String>, bool)> = BTreeMap::new();
+        // This runs on every sample of every scrape, so it works on borrowed
+        // strings: a batch is usually one scrape of one target, so the target
+        // is resolved once per run of series, and family names stay `&str`
+        // until the end. Only the few wanted series are stored.
+        struct Acc<'a> {
+            job: &'a str,
+            instance: &'a str,
+            newest: i64,
+            families: BTreeSet<&'a str>,
+            engine: bool,
+            any_live: bool,
+        }
+        let mut accs: Vec<Acc<'_>> = Vec::new();
+        let mut cur: Option<usize> = None;
         for s in series {
             let (Some(job), Some(instance)) = (s.labels.get("job"), s.labels.get("instance"))
             else {
@@ -433,46 +445,53 @@ impl Engine {
             if name.starts_with("infertel_") {
                 continue;
             }
-            let key = TargetKey {
-                job: job.to_string(),
-                instance: instance.to_string(),
+            let i = match cur {
+                Some(i) if accs[i].job == job && accs[i].instance == instance => i,
+                _ => {
+                    let i = accs.iter().position(|a| a.job == job && a.instance == instance).unwrap_or_else(|| {
+                        accs.push(Acc { job, instance, newest: i64::MIN, families: BTreeSet::new(), engine: false, any_live: false });
+                        accs.len() - 1
+                    });
+                    cur = Some(i);
+                    i
+                }
             };
-            let newest = s
-                .samples
-                .iter()
-                .map(|x| x.timestamp_ms)
-                .max()
-                .unwrap_or(i64::MIN);
-            let e = touched.entry(key.clone()).or_insert(i64::MIN);
-            *e = (*e).max(newest);
+            let acc = &mut accs[i];
+            let newest = s.samples.iter().map(|x| x.timestamp_ms).max().unwrap_or(i64::MIN);
+            acc.newest = acc.newest.max(newest);
             let live = s.samples.iter().any(|x| !is_stale_nan(x.value));
             if live && !name.ends_with("_created") {
-                let f = fresh.entry(key.clone()).or_default();
-                f.0.insert(schema::family_of(name).to_string());
+                acc.any_live = true;
+                acc.families.insert(schema::family_of(name));
                 if name.starts_with("vllm:") && s.labels.get("engine").is_some() {
-                    f.1 = true;
+                    acc.engine = true;
                 }
             }
             if !wanted(name) {
                 continue;
             }
+            let key = TargetKey { job: job.to_string(), instance: instance.to_string() };
             let st = self.targets.entry(key).or_default();
-            let v = st
-                .series
-                .entry(name.to_string())
-                .or_default()
-                .entry(s.labels.clone())
-                .or_default();
+            let by_name = match st.series.get_mut(name) {
+                Some(m) => m,
+                None => st.series.entry(name.to_string()).or_default(),
+            };
+            let v = by_name.entry(s.labels.clone()).or_default();
             for x in &s.samples {
                 if v.last().is_none_or(|l| x.timestamp_ms > l.timestamp_ms) {
                     v.push(*x);
                 }
             }
         }
-        for (k, (fams, engine)) in fresh {
-            let st = self.targets.entry(k).or_default();
-            st.families = fams;
-            st.engine_label = engine;
+        let mut touched: BTreeMap<TargetKey, i64> = BTreeMap::new();
+        for a in accs {
+            let key = TargetKey { job: a.job.to_string(), instance: a.instance.to_string() };
+            if a.any_live {
+                let st = self.targets.entry(key.clone()).or_default();
+                st.families = a.families.into_iter().map(str::to_string).collect();
+                st.engine_label = a.engine;
+            }
+            touched.insert(key, a.newest);
         }
         let retention = self.retention_ms();
         for (k, newest) in &touched {

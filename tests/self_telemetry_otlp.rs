@@ -4,7 +4,8 @@
 //! one agent with two periodic readers. Each series must arrive with the
 //! labels of the Prometheus self-metrics endpoint, as a monotonic
 //! cumulative Sum, with a value between two reads of that endpoint taken
-//! around the export; the resource says service.name=infertel. A reader
+//! around the export (histograms: an SDK Histogram with the same bounds);
+//! the resource says service.name=infertel. A reader
 //! with a one-hour interval proves the flush on exit.
 
 mod support;
@@ -189,7 +190,37 @@ fn self_metrics_arrive_over_grpc_and_http_matching_the_prometheus_endpoint() {
             Some("otlp"),
             "{sent:?}"
         );
-        // Gauges and histograms go too.
+        // Histograms: an SDK Histogram with the registry's bounds, its count
+        // between the two reads of `_count`.
+        const DUR: &str = "infertel_exporter_send_duration_seconds";
+        let h = fresh
+            .iter()
+            .find(|p| p.metric == DUR)
+            .unwrap_or_else(|| panic!("{transport}: no {DUR}"));
+        assert_eq!(h.kind, "histogram");
+        assert!(h.cumulative);
+        assert_eq!(
+            h.bounds,
+            [
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0
+            ]
+        );
+        let f: Vec<(&str, &str)> = h
+            .attrs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let (lo, hi) = (
+            before.sum(&format!("{DUR}_count"), &f),
+            after.sum(&format!("{DUR}_count"), &f),
+        );
+        assert!(
+            lo > 0.0 && lo <= h.count as f64 && h.count as f64 <= hi,
+            "{transport} {DUR}{f:?}: count {} not within [{lo}, {hi}]",
+            h.count
+        );
+        assert_eq!(h.bucket_counts.iter().sum::<u64>(), h.count);
+        // Gauges go too.
         assert!(
             fresh
                 .iter()
@@ -257,5 +288,58 @@ fn shutdown_flushes_the_last_values() {
     assert!(
         v >= last && v > 0.0,
         "flushed {SCRAPED} {v}, /metrics said {last} before the stop: {pts:#?}"
+    );
+}
+
+#[test]
+fn a_dead_endpoint_is_counted_and_logged_and_the_agent_keeps_running() {
+    let targets = Targets::start();
+    let rx = OtlpReceiver::start("[]");
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let readers = format!(
+        r#"        - periodic:
+            interval: 300ms
+            exporter:
+              otlp: {{protocol: http/protobuf, endpoint: "{dead}", timeout: 1s}}
+        - periodic:
+            interval: 300ms
+            exporter:
+              otlp: {{protocol: grpc, endpoint: "{rx}", insecure: true}}"#,
+        rx = rx.grpc_endpoint(),
+    );
+    let agent = Agent::start(&config(&targets, &rx, &readers));
+    const EXPORTS: &str = "infertel_self_telemetry_exports_total";
+    let dead_url = format!("{dead}/v1/metrics");
+    wait_until("failed exports counted", Duration::from_secs(20), || {
+        (agent.self_metric(EXPORTS, &[("endpoint", &dead_url), ("result", "failure")]) >= 2.0)
+            .then_some(())
+    });
+    let m = agent.self_metrics();
+    assert_eq!(
+        m.sum(EXPORTS, &[("endpoint", &dead_url), ("result", "success")]),
+        0.0
+    );
+    // The healthy reader is unaffected, and reports the dead one's failures.
+    let ok = m.sum(
+        EXPORTS,
+        &[
+            ("endpoint", &format!("http://{}", rx.grpc_endpoint())),
+            ("result", "success"),
+        ],
+    );
+    assert!(ok >= 1.0, "grpc reader successes: {ok}");
+    let pts = self_points(&rx, "grpc");
+    assert!(
+        pts.iter().any(|(_, p)| p.metric == EXPORTS
+            && p.attrs.get("result").map(String::as_str) == Some("failure")
+            && p.value.unwrap_or(0.0) >= 1.0),
+        "the failure count did not arrive over gRPC"
+    );
+    let log = agent.proc.log_text();
+    assert!(log.contains("self-metrics OTLP export failed"), "{log}");
+    assert_eq!(
+        log.matches("self-metrics OTLP export failed").count(),
+        1,
+        "warned more than once: {log}"
     );
 }

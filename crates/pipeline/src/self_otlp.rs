@@ -214,7 +214,7 @@ fn endpoint_url(o: &OtlpPushConfig) -> Result<String, String> {
 
 /// The running readers; [`SelfOtlp::shutdown`] flushes them.
 pub struct SelfOtlp {
-    providers: Vec<SdkMeterProvider>,
+    provider: SdkMeterProvider,
 }
 
 fn attrs(labels: &[(String, String)]) -> Vec<KeyValue> {
@@ -276,7 +276,8 @@ fn bridge(telemetry: &crate::Telemetry, meter: Meter) {
 }
 
 impl SelfOtlp {
-    /// Builds one meter provider per reader and bridges `telemetry` into it.
+    /// Builds the meter provider with one periodic reader per entry and
+    /// bridges `telemetry` into it.
     /// Must run inside the tokio runtime. `None` when there are no readers.
     pub fn start(
         readers: &[MetricReaderConfig],
@@ -290,11 +291,14 @@ impl SelfOtlp {
             .with_service_name("infertel")
             .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
             .build();
-        let mut providers = Vec::new();
+        // One provider with every reader (as the Collector does): one bridge,
+        // so each registry histogram feeds one SDK histogram that all
+        // readers collect.
+        let mut builder = SdkMeterProvider::builder().with_resource(resource);
         for r in readers {
             let Some(p) = &r.periodic else { continue };
             let Some(o) = &p.exporter.otlp else { continue };
-            let exporter = build_exporter(o)?;
+            let exporter = Counted::new(build_exporter(o)?, o, telemetry);
             let reader = opentelemetry_sdk::metrics::periodic_reader_with_async_runtime::PeriodicReader::builder(
                 exporter,
                 opentelemetry_sdk::runtime::Tokio,
@@ -302,30 +306,106 @@ impl SelfOtlp {
             .with_interval(p.interval.get())
             .with_timeout(p.timeout.get())
             .build();
-            let provider = SdkMeterProvider::builder()
-                .with_resource(resource.clone())
-                .with_reader(reader)
-                .build();
-            bridge(telemetry, provider.meter("infertel"));
+            builder = builder.with_reader(reader);
             tracing::info!(
                 protocol = %o.protocol,
                 endpoint = %endpoint_url(o).unwrap_or_default(),
                 interval = %p.interval,
                 "pushing self-metrics over OTLP"
             );
-            providers.push(provider);
         }
-        Ok(Some(SelfOtlp { providers }))
+        let provider = builder.build();
+        bridge(telemetry, provider.meter("infertel"));
+        Ok(Some(SelfOtlp { provider }))
     }
 
     /// Exports what is pending and stops the readers (blocks: call it from
     /// `spawn_blocking`).
     pub fn shutdown(self) {
-        for p in self.providers {
-            if let Err(e) = p.shutdown_with_timeout(StdDuration::from_secs(10)) {
-                tracing::warn!("self-metrics OTLP reader shutdown: {e}");
+        if let Err(e) = self
+            .provider
+            .shutdown_with_timeout(StdDuration::from_secs(10))
+        {
+            tracing::warn!("self-metrics OTLP readers shutdown: {e}");
+        }
+    }
+}
+
+/// The exporter, counting its exports in
+/// `infertel_self_telemetry_exports_total{endpoint, result}` and logging a
+/// warning when it starts failing (the SDK's own logs are off) and an info
+/// line when it recovers.
+struct Counted {
+    inner: opentelemetry_otlp::MetricExporter,
+    endpoint: String,
+    ok: Arc<crate::telemetry::Counter>,
+    failed: Arc<crate::telemetry::Counter>,
+    failing: std::sync::atomic::AtomicBool,
+}
+
+impl Counted {
+    fn new(
+        inner: opentelemetry_otlp::MetricExporter,
+        o: &OtlpPushConfig,
+        t: &crate::Telemetry,
+    ) -> Counted {
+        let endpoint = endpoint_url(o).unwrap_or_else(|_| o.endpoint.clone());
+        const NAME: &str = "infertel_self_telemetry_exports_total";
+        const HELP: &str = "Exports of the agent's own metrics over OTLP (service.telemetry.metrics.readers), by result.";
+        Counted {
+            inner,
+            ok: t.counter(
+                NAME,
+                HELP,
+                &[("endpoint", &endpoint), ("result", "success")],
+            ),
+            failed: t.counter(
+                NAME,
+                HELP,
+                &[("endpoint", &endpoint), ("result", "failure")],
+            ),
+            endpoint,
+            failing: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+}
+
+impl opentelemetry_sdk::metrics::exporter::PushMetricExporter for Counted {
+    async fn export(
+        &self,
+        metrics: &opentelemetry_sdk::metrics::data::ResourceMetrics,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        use std::sync::atomic::Ordering;
+        let r = self.inner.export(metrics).await;
+        match &r {
+            Ok(()) => {
+                self.ok.inc();
+                if self.failing.swap(false, Ordering::Relaxed) {
+                    tracing::info!(endpoint = %self.endpoint, "self-metrics OTLP export recovered");
+                }
+            }
+            Err(e) => {
+                self.failed.inc();
+                if !self.failing.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(endpoint = %self.endpoint, "self-metrics OTLP export failed: {e}");
+                } else {
+                    tracing::debug!(endpoint = %self.endpoint, "self-metrics OTLP export failed: {e}");
+                }
             }
         }
+        r
+    }
+    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.inner.force_flush()
+    }
+    fn shutdown_with_timeout(
+        &self,
+        timeout: StdDuration,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+    fn temporality(&self) -> opentelemetry_sdk::metrics::Temporality {
+        self.inner.temporality()
     }
 }
 

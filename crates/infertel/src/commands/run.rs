@@ -60,7 +60,15 @@ pub async fn run(log: &LogArgs, path: &Path, watch_config: bool) -> u8 {
     };
     let code = serve_reloading(service, Some((path, watch_config))).await;
     if let Some(s) = self_otlp {
-        let _ = tokio::task::spawn_blocking(move || s.shutdown()).await;
+        // The final export is bounded by the exporters' own timeouts; do not
+        // hang on a backend that accepts the connection and never answers.
+        let flush = tokio::task::spawn_blocking(move || s.shutdown());
+        if tokio::time::timeout(std::time::Duration::from_secs(15), flush)
+            .await
+            .is_err()
+        {
+            tracing::warn!("self-metrics OTLP flush did not finish within 15s; exiting");
+        }
     }
     code
 }

@@ -114,8 +114,10 @@ fn self_metrics_arrive_over_grpc_and_http_matching_the_prometheus_endpoint() {
     );
 
     for transport in ["grpc", "http"] {
-        // Read the endpoint, wait for an export that happened after that
-        // read, read again: every OTLP value lies between the two reads.
+        // Read the endpoint, wait for an export collected after that read
+        // (the point's own timestamp, taken just after the callbacks ran,
+        // not its arrival, which may lag), read again: every OTLP value
+        // lies between the two reads.
         let before = agent.self_metrics();
         let t_before = now_s();
         std::thread::sleep(Duration::from_millis(200));
@@ -123,7 +125,7 @@ fn self_metrics_arrive_over_grpc_and_http_matching_the_prometheus_endpoint() {
         let fresh = loop {
             let fresh: Vec<Point> = self_points(&rx, transport)
                 .into_iter()
-                .filter(|(t, _)| *t > t_before + 0.1)
+                .filter(|(_, p)| p.time as f64 / 1e9 > t_before + 0.05)
                 .map(|(_, p)| p)
                 .collect();
             if fresh.iter().any(|p| p.metric == SENT) && fresh.iter().any(|p| p.metric == SCRAPED) {

@@ -226,7 +226,8 @@ impl Telemetry {
             Gauge,
             Histogram(Arc<Histogram>),
         }
-        let existing: Vec<(&'static str, &'static str, Vec<(String, String)>, Snap)> = {
+        type Existing = Vec<(&'static str, &'static str, Vec<(String, String)>, Snap)>;
+        let existing: Existing = {
             let g = self.families.lock().unwrap_or_else(|p| p.into_inner());
             g.iter()
                 .flat_map(|(name, f)| {

@@ -1,11 +1,17 @@
 //! The agent's own metrics (`infertel_*`), served as Prometheus text at
 //! `service.telemetry.metrics.address`. A tiny registry: components ask for a
 //! handle once (at build time) and update atomics on the hot path.
+//!
+//! The same registry can also be pushed over OTLP
+//! (`service.telemetry.metrics.readers`, see [`crate::self_otlp`]): a bridge
+//! subscribes to every series ([`Telemetry::subscribe`]) and reads counters
+//! and gauges at collection time ([`Telemetry::for_each`]); histograms feed a
+//! sink ([`Histogram::set_sink`]) on every observation.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// A monotonically increasing count.
 #[derive(Default, Debug)]
@@ -46,13 +52,22 @@ impl Gauge {
     }
 }
 
+/// Where a histogram's observations also go (the OTLP bridge's SDK histogram).
+pub type HistogramSink = Box<dyn Fn(f64) + Send + Sync>;
+
 /// A histogram with fixed bounds.
-#[derive(Debug)]
 pub struct Histogram {
     bounds: Vec<f64>,
     buckets: Vec<AtomicU64>,
     count: AtomicU64,
     sum: Gauge,
+    sink: OnceLock<HistogramSink>,
+}
+
+impl std::fmt::Debug for Histogram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Histogram").field("bounds", &self.bounds).field("count", &self.count()).finish()
+    }
 }
 
 impl Histogram {
@@ -62,7 +77,17 @@ impl Histogram {
             buckets: bounds.iter().map(|_| AtomicU64::new(0)).collect(),
             count: AtomicU64::new(0),
             sum: Gauge::default(),
+            sink: OnceLock::new(),
         }
+    }
+    /// The bucket upper bounds (inclusive, as Prometheus `le`).
+    pub fn bounds(&self) -> &[f64] {
+        &self.bounds
+    }
+    /// Sends every later observation to `sink` too (set once; later calls
+    /// are ignored).
+    pub fn set_sink(&self, sink: HistogramSink) {
+        let _ = self.sink.set(sink);
     }
     pub fn observe(&self, v: f64) {
         for (b, c) in self.bounds.iter().zip(&self.buckets) {
@@ -72,6 +97,9 @@ impl Histogram {
         }
         self.count.fetch_add(1, Ordering::Relaxed);
         self.sum.add(v);
+        if let Some(s) = self.sink.get() {
+            s(v);
+        }
     }
     pub fn count(&self) -> u64 {
         self.count.load(Ordering::Relaxed)
@@ -94,10 +122,28 @@ struct Family {
     series: BTreeMap<Vec<(String, String)>, Metric>,
 }
 
+/// What a new series is, as told to [`Telemetry::subscribe`]rs.
+pub enum SeriesKind<'a> {
+    Counter,
+    Gauge,
+    Histogram(&'a Arc<Histogram>),
+}
+
+/// A new series: family name, help, labels, kind.
+pub struct NewSeries<'a> {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub labels: &'a [(String, String)],
+    pub kind: SeriesKind<'a>,
+}
+
+type Hook = Arc<dyn Fn(&NewSeries<'_>) + Send + Sync>;
+
 /// The registry. Cheap to clone (shared).
 #[derive(Clone, Default)]
 pub struct Telemetry {
     families: Arc<Mutex<BTreeMap<&'static str, Family>>>,
+    hooks: Arc<Mutex<Vec<Hook>>>,
 }
 
 fn key(labels: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -115,31 +161,109 @@ impl Telemetry {
         f(fam)
     }
 
+    /// Tells the hooks about a new series; called without the registry lock
+    /// held, so a hook may register SDK instruments whose callbacks read
+    /// the registry.
+    fn announce(&self, s: &NewSeries<'_>) {
+        let hooks: Vec<Hook> = self.hooks.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for h in hooks {
+            h(s);
+        }
+    }
+
     pub fn counter(&self, name: &'static str, help: &'static str, labels: &[(&str, &str)]) -> Arc<Counter> {
-        self.with_family(name, help, "counter", |f| {
-            match f.series.entry(key(labels)).or_insert_with(|| Metric::Counter(Arc::default())) {
-                Metric::Counter(c) => c.clone(),
-                _ => Arc::default(),
+        let k = key(labels);
+        let (c, new) = self.with_family(name, help, "counter", |f| {
+            let new = !f.series.contains_key(&k);
+            match f.series.entry(k.clone()).or_insert_with(|| Metric::Counter(Arc::default())) {
+                Metric::Counter(c) => (c.clone(), new),
+                _ => (Arc::default(), false),
             }
-        })
+        });
+        if new {
+            self.announce(&NewSeries { name, help, labels: &k, kind: SeriesKind::Counter });
+        }
+        c
     }
 
     pub fn gauge(&self, name: &'static str, help: &'static str, labels: &[(&str, &str)]) -> Arc<Gauge> {
-        self.with_family(name, help, "gauge", |f| {
-            match f.series.entry(key(labels)).or_insert_with(|| Metric::Gauge(Arc::default())) {
-                Metric::Gauge(c) => c.clone(),
-                _ => Arc::default(),
+        let k = key(labels);
+        let (g, new) = self.with_family(name, help, "gauge", |f| {
+            let new = !f.series.contains_key(&k);
+            match f.series.entry(k.clone()).or_insert_with(|| Metric::Gauge(Arc::default())) {
+                Metric::Gauge(c) => (c.clone(), new),
+                _ => (Arc::default(), false),
             }
-        })
+        });
+        if new {
+            self.announce(&NewSeries { name, help, labels: &k, kind: SeriesKind::Gauge });
+        }
+        g
     }
 
     pub fn histogram(&self, name: &'static str, help: &'static str, labels: &[(&str, &str)], bounds: &[f64]) -> Arc<Histogram> {
-        self.with_family(name, help, "histogram", |f| {
-            match f.series.entry(key(labels)).or_insert_with(|| Metric::Histogram(Arc::new(Histogram::new(bounds)))) {
-                Metric::Histogram(h) => h.clone(),
-                _ => Arc::new(Histogram::new(bounds)),
+        let k = key(labels);
+        let (h, new) = self.with_family(name, help, "histogram", |f| {
+            let new = !f.series.contains_key(&k);
+            match f.series.entry(k.clone()).or_insert_with(|| Metric::Histogram(Arc::new(Histogram::new(bounds)))) {
+                Metric::Histogram(h) => (h.clone(), new),
+                _ => (Arc::new(Histogram::new(bounds)), false),
             }
-        })
+        });
+        if new {
+            self.announce(&NewSeries { name, help, labels: &k, kind: SeriesKind::Histogram(&h) });
+        }
+        h
+    }
+
+    /// Calls `hook` for every series registered so far, then for every new
+    /// one as it is registered.
+    pub fn subscribe(&self, hook: impl Fn(&NewSeries<'_>) + Send + Sync + 'static) {
+        let hook: Hook = Arc::new(hook);
+        self.hooks.lock().unwrap_or_else(|p| p.into_inner()).push(hook.clone());
+        enum Snap {
+            Counter,
+            Gauge,
+            Histogram(Arc<Histogram>),
+        }
+        type Existing = Vec<(&'static str, &'static str, Vec<(String, String)>, Snap)>;
+        let existing: Existing = {
+            let g = self.families.lock().unwrap_or_else(|p| p.into_inner());
+            g.iter()
+                .flat_map(|(name, f)| {
+                    f.series.iter().map(move |(k, m)| {
+                        let s = match m {
+                            Metric::Counter(_) => Snap::Counter,
+                            Metric::Gauge(_) => Snap::Gauge,
+                            Metric::Histogram(h) => Snap::Histogram(h.clone()),
+                        };
+                        (*name, f.help, k.clone(), s)
+                    })
+                })
+                .collect()
+        };
+        for (name, help, labels, s) in &existing {
+            let kind = match s {
+                Snap::Counter => SeriesKind::Counter,
+                Snap::Gauge => SeriesKind::Gauge,
+                Snap::Histogram(h) => SeriesKind::Histogram(h),
+            };
+            hook(&NewSeries { name, help, labels, kind });
+        }
+    }
+
+    /// Calls `f` with the labels and current value of every counter or
+    /// gauge series of family `name` (histograms are skipped).
+    pub fn for_each(&self, name: &str, mut f: impl FnMut(&[(String, String)], f64)) {
+        let g = self.families.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(fam) = g.get(name) else { return };
+        for (k, m) in &fam.series {
+            match m {
+                Metric::Counter(c) => f(k, c.get() as f64),
+                Metric::Gauge(c) => f(k, c.get()),
+                Metric::Histogram(_) => {}
+            }
+        }
     }
 
     /// Forgets one series (a target that went away).

@@ -19,7 +19,9 @@ pub async fn run(log: &LogArgs, path: &Path, watch_config: bool) -> u8 {
     };
     let logs = &loaded.config.service.telemetry.logs;
     crate::logging::init(log, &logs.level, logs.encoding == "json");
-    let mut service = match Service::build(loaded.config, Telemetry::new(), None) {
+    let telemetry = Telemetry::new();
+    let readers = loaded.config.service.telemetry.metrics.readers.clone();
+    let mut service = match Service::build(loaded.config, telemetry.clone(), None) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {}: {e}", path.display());
@@ -47,7 +49,28 @@ pub async fn run(log: &LogArgs, path: &Path, watch_config: bool) -> u8 {
         );
         return exit::CONFIG;
     }
-    serve_reloading(service, Some((path, watch_config))).await
+    // service.telemetry.metrics.readers: the same self-metrics pushed over
+    // OTLP; set up once, kept across reloads, flushed on exit.
+    let self_otlp = match infertel_pipeline::self_otlp::SelfOtlp::start(&readers, &telemetry) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {}: {e}", path.display());
+            return exit::CONFIG;
+        }
+    };
+    let code = serve_reloading(service, Some((path, watch_config))).await;
+    if let Some(s) = self_otlp {
+        // The final export is bounded by the exporters' own timeouts; do not
+        // hang on a backend that accepts the connection and never answers.
+        let flush = tokio::task::spawn_blocking(move || s.shutdown());
+        if tokio::time::timeout(std::time::Duration::from_secs(15), flush)
+            .await
+            .is_err()
+        {
+            tracing::warn!("self-metrics OTLP flush did not finish within 15s; exiting");
+        }
+    }
+    code
 }
 
 enum Event {

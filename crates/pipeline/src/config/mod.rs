@@ -176,11 +176,13 @@ pub struct TelemetryMetricsConfig {
     pub address: String,
     /// `none` turns the endpoint off; anything else keeps it on.
     pub level: String,
+    /// Push readers (the Collector's `readers`): the same metrics over OTLP.
+    pub readers: Vec<crate::self_otlp::MetricReaderConfig>,
 }
 
 impl Default for TelemetryMetricsConfig {
     fn default() -> Self {
-        TelemetryMetricsConfig { address: "127.0.0.1:8888".into(), level: "normal".into() }
+        TelemetryMetricsConfig { address: "127.0.0.1:8888".into(), level: "normal".into(), readers: Vec::new() }
     }
 }
 
@@ -477,6 +479,15 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
     }
     if let Err(m) = cfg.service.telemetry.metrics.socket_addr() {
         v.errors.push(ConfigIssue { origin: origin.into(), line: None, column: None, path: String::new(), message: m });
+    }
+    if let Err(m) = crate::self_otlp::validate(&cfg.service.telemetry.metrics.readers) {
+        v.errors.push(ConfigIssue {
+            origin: origin.into(),
+            line: None,
+            column: None,
+            path: "service.telemetry.metrics.readers".into(),
+            message: m,
+        });
     }
     let unused = |section: &str, ids: Vec<&ComponentId>| -> Vec<ConfigIssue> {
         ids.into_iter()

@@ -207,7 +207,10 @@ fn accepted(r: &[Received]) -> (BTreeMap<String, Vec<u64>>, usize) {
         for s in &x.series {
             for p in &s.samples {
                 if !seen.insert((s.labels.to_string(), p.timestamp_ms)) {
-                    eprintln!("duplicate in request {}: {} @{} = {}", x.index, s.labels, p.timestamp_ms, p.value);
+                    eprintln!(
+                        "duplicate in request {}: {} @{} = {}",
+                        x.index, s.labels, p.timestamp_ms, p.value
+                    );
                     dups += 1;
                     continue;
                 }
@@ -310,7 +313,10 @@ fn a_persistent_queue_backlog_survives_a_reload() {
     // again whole (seen: a batch read from disk as scrapes 11+12, 11 accepted
     // just before the outage, 12 refused, so not acknowledged; the new
     // pipeline replays both). Bound: one scrape (10 samples) per consumer.
-    assert!(dups <= 2 * 10, "duplicate samples beyond the in-flight window: {dups}");
+    assert!(
+        dups <= 2 * 10,
+        "duplicate samples beyond the in-flight window: {dups}"
+    );
     eprintln!(
         "reload with backlog: {scrapes} scrapes of job a, {queued} samples queued before the reload, {queued_after} after, {missing_total} counter samples missing, {dups} duplicates"
     );

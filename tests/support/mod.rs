@@ -430,13 +430,19 @@ impl Agent {
 
     /// As [`Agent::start`], with extra environment variables for the process.
     pub fn start_with_env(config: &str, env: &[(&str, &str)]) -> Agent {
+        Agent::start_with(config, env, &[])
+    }
+
+    /// As [`Agent::start`], with extra environment variables and extra
+    /// arguments after `run --config FILE` (e.g. `--watch-config`).
+    pub fn start_with(config: &str, env: &[(&str, &str)], args: &[&str]) -> Agent {
         let dir = tempfile::tempdir().expect("tempdir");
         let telemetry_port = free_port();
         let cfg = config.replace("{{TELEMETRY}}", &format!("127.0.0.1:{telemetry_port}"));
         let path = dir.path().join("infertel.yaml");
         std::fs::write(&path, cfg).expect("write config");
         let mut cmd = Command::new(infertel_bin());
-        cmd.arg("run").arg("--config").arg(&path).env("RUST_LOG", "info");
+        cmd.arg("run").arg("--config").arg(&path).args(args).env("RUST_LOG", "info");
         cmd.envs(env.iter().copied());
         let proc = Proc::spawn("infertel", &mut cmd, dir.path().join("infertel.log"));
         let mut a = Agent { proc, dir, telemetry_port };
@@ -447,6 +453,33 @@ impl Agent {
             matches!(http_get(&a.metrics_url()), Ok((200, _))).then_some(())
         });
         a
+    }
+
+    /// The config file the agent runs on (rewrite it, then [`Agent::reload`]).
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("infertel.yaml")
+    }
+
+    /// Writes a new config (`{{TELEMETRY}}` filled in as at start).
+    pub fn write_config(&self, config: &str) {
+        let cfg = config.replace("{{TELEMETRY}}", &format!("127.0.0.1:{}", self.telemetry_port));
+        std::fs::write(self.config_path(), cfg).expect("rewrite config");
+    }
+
+    /// Sends SIGHUP: the agent reloads its config file.
+    pub fn reload(&self) {
+        let st = Command::new("kill").arg("-HUP").arg(self.proc.pid().to_string()).status().expect("kill -HUP");
+        assert!(st.success(), "kill -HUP failed");
+    }
+
+    /// Resident set size of the agent process, in bytes (VmRSS of /proc/PID/status).
+    pub fn rss_bytes(&self) -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.proc.pid())).unwrap_or_default();
+        s.lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kb| kb * 1024)
+            .unwrap_or(0)
     }
 
     pub fn metrics_url(&self) -> String {

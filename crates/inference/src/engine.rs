@@ -508,7 +508,29 @@ impl Engine {
                 st.series.retain(|_, m| !m.is_empty());
             }
         }
+        // Targets that vanished (pods come and go) are forgotten once no
+        // sample of theirs is within the retention of the newest one seen,
+        // with what was emitted for them: the state does not grow with
+        // target churn.
+        if let Some(newest) = touched.values().copied().max() {
+            let cutoff = newest.saturating_sub(retention);
+            let gone: Vec<TargetKey> = self
+                .targets
+                .iter()
+                .filter(|(k, st)| !touched.contains_key(*k) && st.newest_ms < cutoff)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in gone {
+                self.targets.remove(&k);
+                self.emitted.remove(&k);
+            }
+        }
         touched
+    }
+
+    /// Number of targets whose state is kept.
+    pub fn tracked_targets(&self) -> usize {
+        self.targets.len()
     }
 
     pub fn targets(&self) -> impl Iterator<Item = &TargetKey> {

@@ -371,7 +371,16 @@ struct Track {
     start_ns: u64,
     last: f64,
     last_ts_ms: i64,
+    /// Wall-clock time (ms) the stream was last converted, for forgetting.
+    seen_ms: i64,
 }
+
+/// Start-time state of a stream not seen for this long is forgotten. Stale
+/// markers end most streams, but a series with explicit timestamps never
+/// gets one (Prometheus semantics), so without this bound the state would
+/// grow with series churn. A stream seen again after that long starts anew
+/// (its start time is the first point seen again, as after a restart).
+pub const FORGET_AFTER_MS: i64 = 10 * 60 * 1000;
 
 /// Converts batches to OTLP requests, remembering start times across calls.
 /// One per sending-queue consumer: the queue shards by [`Converter::shard_key`],
@@ -381,7 +390,12 @@ pub struct Converter {
     pub naming: Naming,
     pub trim_metric_suffixes: bool,
     tracks: HashMap<String, Track>,
-    created: HashMap<String, f64>,
+    /// `_created` value and wall-clock time (ms) last seen, per stream.
+    created: HashMap<String, (f64, i64)>,
+    /// Wall-clock time of the current `convert` call.
+    now_ms: i64,
+    /// When the state was last swept for streams not seen for [`FORGET_AFTER_MS`].
+    swept_ms: i64,
 }
 
 /// The resource a series belongs to: its `job` and `instance`.
@@ -505,7 +519,7 @@ impl Converter {
         let created = self
             .created
             .get(stream)
-            .copied()
+            .map(|c| c.0)
             .map(secs_to_ns)
             .filter(|n| *n > 0);
         let t = match self.tracks.get(stream).copied() {
@@ -513,6 +527,7 @@ impl Converter {
                 start_ns: created.unwrap_or(ms_to_ns(ts_ms)),
                 last: value,
                 last_ts_ms: ts_ms,
+                seen_ms: self.now_ms,
             },
             Some(prev) => {
                 let start = if let Some(c) = created {
@@ -527,11 +542,27 @@ impl Converter {
                     start_ns: start,
                     last: value,
                     last_ts_ms: ts_ms,
+                    seen_ms: self.now_ms,
                 }
             }
         };
         self.tracks.insert(stream.to_string(), t);
         t.start_ns
+    }
+
+    /// Forgets the start-time state of streams not seen since
+    /// `now_ms - FORGET_AFTER_MS` (wall clock); runs from `convert` at most
+    /// once a minute.
+    pub fn forget_unseen(&mut self, now_ms: i64) {
+        let cutoff = now_ms - FORGET_AFTER_MS;
+        self.tracks.retain(|_, t| t.seen_ms >= cutoff);
+        self.created.retain(|_, c| c.1 >= cutoff);
+        self.swept_ms = now_ms;
+    }
+
+    /// Number of streams whose `_created` value is remembered.
+    pub fn created_tracked(&self) -> usize {
+        self.created.len()
     }
 
     /// Converts series into one request (None when nothing is left to send).
@@ -541,6 +572,13 @@ impl Converter {
         store: &MetadataStore,
         targets: &TargetInfo,
     ) -> Option<ExportMetricsServiceRequest> {
+        self.now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        if self.now_ms - self.swept_ms >= 60_000 {
+            self.forget_unseen(self.now_ms);
+        }
         let mut resources: BTreeMap<ResourceKey, ResourceAcc> = BTreeMap::new();
         let otel = self.naming == Naming::Otel;
         // Pass 1: `_created` values become start times (both modes; in Otel
@@ -557,7 +595,7 @@ impl Converter {
                     .map(|x| x.value)
                     .find(|v| !is_stale_nan(*v))
                 {
-                    self.created.insert(key, v);
+                    self.created.insert(key, (v, self.now_ms));
                 }
             }
             classified.push(c);
@@ -814,7 +852,8 @@ impl Converter {
             let start = match sum_kind {
                 None => 0,
                 Some(_) => {
-                    if let (false, Some(cv)) = (stale, self.created.get(&created_key).copied()) {
+                    if let (false, Some(cv)) = (stale, self.created.get(&created_key).map(|c| c.0))
+                    {
                         let ns = secs_to_ns(cv);
                         self.tracks.insert(
                             series_key.clone(),
@@ -822,6 +861,7 @@ impl Converter {
                                 start_ns: ns,
                                 last: x.value,
                                 last_ts_ms: x.timestamp_ms,
+                                seen_ms: self.now_ms,
                             },
                         );
                         ns

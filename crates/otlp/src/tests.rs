@@ -444,3 +444,42 @@ fn ucum_units() {
     assert_eq!(ucum_unit("bytes"), "By");
     assert_eq!(ucum_unit("furlongs"), "furlongs");
 }
+
+/// Series with explicit timestamps never get stale markers: their
+/// start-time state must still be forgotten once they are gone, or it grows
+/// with series churn.
+#[test]
+fn start_time_state_of_unseen_streams_is_forgotten() {
+    let mut conv = Converter::new(Naming::Otel, false);
+    let mut store = MetadataStore::default();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    // 100 generations of 10 churning counters each (with `_created`).
+    for g in 0..100 {
+        let mut text = String::from("# TYPE req counter\n");
+        for i in 0..10 {
+            text.push_str(&format!("req_total{{pod=\"p{g}-{i}\"}} 5 1000\n"));
+            text.push_str(&format!("req_created{{pod=\"p{g}-{i}\"}} 1 1000\n"));
+        }
+        let (series, md) = scrape(&text, 1000);
+        store.update(&md);
+        conv.convert(&series, &store, &TargetInfo::default())
+            .unwrap();
+    }
+    assert_eq!(conv.tracked(), 1000);
+    assert_eq!(conv.created_tracked(), 1000);
+    // Not yet forgotten before FORGET_AFTER_MS.
+    conv.forget_unseen(now + FORGET_AFTER_MS / 2);
+    assert_eq!(conv.tracked(), 1000);
+    // Forgotten after it.
+    conv.forget_unseen(now + FORGET_AFTER_MS + 60_000);
+    assert_eq!(conv.tracked(), 0);
+    assert_eq!(conv.created_tracked(), 0);
+    // A stream seen again starts anew.
+    let (series, _) = scrape("# TYPE req counter\nreq_total{pod=\"x\"} 7 2000\n", 2000);
+    conv.convert(&series, &store, &TargetInfo::default())
+        .unwrap();
+    assert_eq!(conv.tracked(), 1);
+}

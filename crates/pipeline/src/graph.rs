@@ -16,6 +16,7 @@ use crate::extensions::health_check::Readiness;
 use crate::processors::ProcessorConfig;
 use crate::processors::batch::BatchProcessor;
 use crate::processors::inference::InferenceProcessor;
+use crate::processors::memory_limiter::{Backpressure, MemoryLimiter};
 use crate::receivers::ReceiverConfig;
 use crate::receivers::prometheus::PrometheusReceiver;
 use crate::telemetry::Telemetry;
@@ -46,6 +47,7 @@ impl Exporter {
 pub struct Service {
     receivers: Vec<(PrometheusReceiver, Arc<dyn Consumer>)>,
     processors: Vec<Arc<BatchProcessor>>,
+    memory_limiters: Vec<Arc<MemoryLimiter>>,
     exporters: Vec<(ComponentId, Exporter)>,
     telemetry: Telemetry,
     metrics_addr: Option<SocketAddr>,
@@ -123,6 +125,9 @@ impl Service {
         }
         let mut processors = Vec::new();
         let mut entries: BTreeMap<String, Vec<Arc<dyn Consumer>>> = BTreeMap::new();
+        // The memory limiters' flags, per receiver feeding their pipelines.
+        let mut memory_limiters = Vec::new();
+        let mut pressure: BTreeMap<String, Backpressure> = BTreeMap::new();
         for (pname, p) in &cfg.service.pipelines {
             let preserve = p.processors.iter().any(|r| ComponentId::parse(r).is_ok_and(|id| id.kind == "preserve_names"));
             let naming = if preserve { infertel_otlp::Naming::Preserve } else { infertel_otlp::Naming::Otel };
@@ -144,6 +149,14 @@ impl Service {
                     ProcessorConfig::Inference(c) => {
                         next = InferenceProcessor::new(id.to_string(), c, next, telemetry.clone());
                     }
+                    ProcessorConfig::MemoryLimiter(c) => {
+                        let ml = MemoryLimiter::new(id.to_string(), c, next, &telemetry).map_err(|e| format!("processor {id}: {e}"))?;
+                        for r in &p.receivers {
+                            pressure.entry(r.clone()).or_default().0.push(ml.pressure());
+                        }
+                        memory_limiters.push(ml.clone());
+                        next = ml;
+                    }
                     // A pipeline-level naming contract, applied above when
                     // the exporters' consumers were made; batches pass as is.
                     ProcessorConfig::PreserveNames(_) => {}
@@ -164,7 +177,9 @@ impl Service {
             let next: Arc<dyn Consumer> = if outs.len() == 1 { outs.remove(0) } else { Arc::new(FanOut(outs)) };
             match rc {
                 ReceiverConfig::Prometheus(c) => {
-                    receivers.push((PrometheusReceiver::new(id.to_string(), c).map_err(|e| format!("receiver {id}: {e}"))?, next));
+                    let mut r = PrometheusReceiver::new(id.to_string(), c).map_err(|e| format!("receiver {id}: {e}"))?;
+                    r.backpressure = pressure.remove(&id.to_string()).unwrap_or_default();
+                    receivers.push((r, next));
                 }
             }
         }
@@ -189,6 +204,7 @@ impl Service {
         Ok(Service {
             receivers,
             processors,
+            memory_limiters,
             exporters,
             telemetry,
             metrics_addr,
@@ -345,6 +361,8 @@ impl Service {
             }
         }
         let processor_tasks: Vec<_> = self.processors.iter().map(|p| tokio::spawn(p.clone().run(proc_stop.clone()))).collect();
+        // On the service stop (not after the receivers): their stale markers pass.
+        let limiter_tasks: Vec<_> = self.memory_limiters.iter().map(|m| tokio::spawn(m.clone().run(stop.clone()))).collect();
         let receiver_tasks: Vec<_> = self
             .receivers
             .into_iter()
@@ -366,6 +384,9 @@ impl Service {
             }
             let _ = proc_stop_tx.send(true);
             for t in processor_tasks {
+                let _ = t.await;
+            }
+            for t in limiter_tasks {
                 let _ = t.await;
             }
             // Paused exporters stop waiting for their endpoint (in memory,

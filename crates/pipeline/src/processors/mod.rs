@@ -3,6 +3,7 @@
 
 pub mod batch;
 pub mod inference;
+pub mod memory_limiter;
 pub mod preserve_names;
 
 use crate::config::{or_default, ComponentKind};
@@ -12,16 +13,18 @@ use serde::Deserializer;
 pub enum ProcessorConfig {
     Batch(batch::BatchConfig),
     Inference(inference::InferenceConfig),
+    MemoryLimiter(memory_limiter::MemoryLimiterConfig),
     PreserveNames(preserve_names::PreserveNamesConfig),
 }
 
 impl ComponentKind for ProcessorConfig {
     const SECTION: &'static str = "processor";
-    const KNOWN: &'static [&'static str] = &["batch", "inference", "preserve_names"];
+    const KNOWN: &'static [&'static str] = &["batch", "inference", "memory_limiter", "preserve_names"];
     fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
         match kind {
             "batch" => Ok(ProcessorConfig::Batch(or_default(d)?)),
             "inference" => Ok(ProcessorConfig::Inference(or_default(d)?)),
+            "memory_limiter" => Ok(ProcessorConfig::MemoryLimiter(or_default(d)?)),
             "preserve_names" => Ok(ProcessorConfig::PreserveNames(or_default(d)?)),
             other => Err(serde::de::Error::custom(format!("unknown processor type {other:?}"))),
         }
@@ -33,6 +36,7 @@ impl ProcessorConfig {
         match self {
             ProcessorConfig::Batch(c) => c.validate(),
             ProcessorConfig::Inference(c) => c.validate(),
+            ProcessorConfig::MemoryLimiter(c) => c.validate(),
             ProcessorConfig::PreserveNames(_) => Ok(()),
         }
     }

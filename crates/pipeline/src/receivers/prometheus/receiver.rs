@@ -9,6 +9,7 @@ use super::discovery::{read_file_sd, static_groups, TargetGroup};
 use super::scrape::{JobSettings, ScrapeAuth, ScrapeLoop};
 use super::target::{populate, Populated, Target};
 use crate::consumer::Consumer;
+use crate::processors::memory_limiter::Backpressure;
 use crate::telemetry::Telemetry;
 use infertel_model::{Label, Labels};
 use infertel_relabel::Relabeler;
@@ -21,6 +22,8 @@ use tokio::task::JoinHandle;
 pub struct PrometheusReceiver {
     pub id: String,
     pub config: PrometheusConfig,
+    /// The memory limiters downstream: while one refuses, scrapes are skipped.
+    pub backpressure: Backpressure,
 }
 
 struct Running {
@@ -57,7 +60,7 @@ fn job_settings(receiver: &str, sc: &ScrapeConfig, g: &GlobalConfig) -> Result<J
 impl PrometheusReceiver {
     pub fn new(id: String, config: PrometheusConfig) -> Result<Self, String> {
         config.validate()?;
-        Ok(PrometheusReceiver { id, config })
+        Ok(PrometheusReceiver { id, config, backpressure: Backpressure::default() })
     }
 
     /// Runs every job until `stop` turns true; returns once all loops ended
@@ -67,7 +70,8 @@ impl PrometheusReceiver {
         let mut jobs = Vec::new();
         for sc in self.config.config.scrape_configs {
             let (id, g, next, telemetry, stop) = (self.id.clone(), g.clone(), next.clone(), telemetry.clone(), stop.clone());
-            jobs.push(tokio::spawn(async move { run_job(id, sc, g, next, telemetry, stop).await }));
+            let bp = self.backpressure.clone();
+            jobs.push(tokio::spawn(async move { run_job(id, sc, g, next, bp, telemetry, stop).await }));
         }
         for j in jobs {
             let _ = j.await;
@@ -80,6 +84,7 @@ async fn run_job(
     sc: ScrapeConfig,
     g: Arc<GlobalConfig>,
     next: Arc<dyn Consumer>,
+    backpressure: Backpressure,
     telemetry: Telemetry,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -180,7 +185,14 @@ async fn run_job(
             }
             tracing::info!(receiver = %receiver, job = %t.job(), instance = %t.instance(), url = %t.url, "scraping target every {:?}", t.interval);
             let (tx, rx) = watch::channel(false);
-            let l = ScrapeLoop { target: t, job: job.clone(), client: client.clone(), next: next.clone(), telemetry: telemetry.clone() };
+            let l = ScrapeLoop {
+                target: t,
+                job: job.clone(),
+                client: client.clone(),
+                next: next.clone(),
+                backpressure: backpressure.clone(),
+                telemetry: telemetry.clone(),
+            };
             running.insert(k, Running { stop: tx, handle: tokio::spawn(l.run(rx)) });
         }
         let wait = refresh.unwrap_or(Duration::from_secs(u32::MAX as u64));

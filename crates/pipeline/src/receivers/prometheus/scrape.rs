@@ -16,6 +16,7 @@
 
 use super::target::Target;
 use crate::consumer::Consumer;
+use crate::processors::memory_limiter::Backpressure;
 use crate::http::describe_error;
 use crate::telemetry::{Counter, Gauge, Telemetry};
 use infertel_exposition::Format;
@@ -501,6 +502,8 @@ pub struct ScrapeLoop {
     pub job: Arc<JobSettings>,
     pub client: reqwest::Client,
     pub next: Arc<dyn Consumer>,
+    /// Set while a memory_limiter downstream refuses: scrapes are skipped.
+    pub backpressure: Backpressure,
     pub telemetry: Telemetry,
 }
 
@@ -539,6 +542,12 @@ impl ScrapeLoop {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut cache = SeriesCache::default();
         let mut buf: Vec<u8> = Vec::new();
+        let skipped = self.telemetry.counter(
+            "infertel_receiver_skipped_scrapes_total",
+            "Scrapes not made, by reason (memory_limit: a memory_limiter downstream refuses data); no up sample is produced for them.",
+            &[("receiver", &m.receiver), ("job", &m.job), ("instance", &m.instance), ("reason", "memory_limit")],
+        );
+        let mut skipping = false;
         loop {
             tokio::select! {
                 _ = ticker.tick() => {}
@@ -546,6 +555,20 @@ impl ScrapeLoop {
             }
             if *stop.borrow() {
                 break;
+            }
+            // Backpressure: not a failed scrape (no up=0, no stale markers),
+            // a scrape not made.
+            if self.backpressure.refusing() {
+                skipped.inc();
+                if !skipping {
+                    tracing::warn!(receiver = %m.receiver, job = %m.job, instance = %m.instance, "skipping scrapes: a memory_limiter refuses data (memory above its soft limit)");
+                    skipping = true;
+                }
+                continue;
+            }
+            if skipping {
+                tracing::info!(receiver = %m.receiver, job = %m.job, instance = %m.instance, "scraping again: memory back under the limit ({} scrapes skipped so far)", skipped.get());
+                skipping = false;
             }
             let batch = self.scrape_once(&mut cache, &mut buf, &m).await;
             self.next.consume(batch).await;

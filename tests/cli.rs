@@ -120,17 +120,22 @@ fn unknown_component_types_list_the_known_ones() {
 
 #[test]
 fn semantic_errors_are_reported_per_component() {
-    let (code, out) = validate(&GOOD.replace("scrape_interval: 15s", "scrape_interval: 5s\n          scrape_timeout: 10s"));
+    let (code, out) =
+        validate(&GOOD.replace("scrape_interval: 15s", "scrape_interval: 5s\n          scrape_timeout: 10s"));
     assert_eq!(code, 78, "{out}");
     assert!(out.contains("scrape_timeout") && out.contains("greater than scrape_interval"), "{out}");
-    let (code, out) = validate(&GOOD.replace("${env:INFERTEL_TEST_RW:-http://127.0.0.1:9090/api/v1/write}", "not a url"));
+    let (code, out) =
+        validate(&GOOD.replace("${env:INFERTEL_TEST_RW:-http://127.0.0.1:9090/api/v1/write}", "not a url"));
     assert_eq!(code, 78, "{out}");
     assert!(out.contains("exporters.prometheusremotewrite") && out.contains("endpoint"), "{out}");
 }
 
 #[test]
 fn unused_components_warn_but_validate() {
-    let cfg = GOOD.replace("exporters:\n  prometheusremotewrite:", "processors:\n  batch:\nexporters:\n  debug:\n  prometheusremotewrite:");
+    let cfg = GOOD.replace(
+        "exporters:\n  prometheusremotewrite:",
+        "processors:\n  batch:\nexporters:\n  debug:\n  prometheusremotewrite:",
+    );
     let (code, out) = validate(&cfg);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("warning") && out.contains("processors batch is defined but not used"), "{out}");
@@ -140,11 +145,22 @@ fn unused_components_warn_but_validate() {
 #[test]
 fn env_expansion_and_escapes() {
     let d = tempfile::tempdir().unwrap();
-    let p = write_config(&d, &GOOD.replace("${env:INFERTEL_TEST_RW:-http://127.0.0.1:9090/api/v1/write}", "${env:INFERTEL_TEST_ENDPOINT}"));
-    let o = Command::new(infertel_bin()).args(["validate", "--config", &p]).env("INFERTEL_TEST_ENDPOINT", "ftp://x/").output().unwrap();
+    let p = write_config(
+        &d,
+        &GOOD.replace("${env:INFERTEL_TEST_RW:-http://127.0.0.1:9090/api/v1/write}", "${env:INFERTEL_TEST_ENDPOINT}"),
+    );
+    let o = Command::new(infertel_bin())
+        .args(["validate", "--config", &p])
+        .env("INFERTEL_TEST_ENDPOINT", "ftp://x/")
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(78), "the expanded value is what gets validated: {}", text(&o));
     assert!(text(&o).contains("ftp://x/"));
-    let o = Command::new(infertel_bin()).args(["validate", "--config", &p]).env_remove("INFERTEL_TEST_ENDPOINT").output().unwrap();
+    let o = Command::new(infertel_bin())
+        .args(["validate", "--config", &p])
+        .env_remove("INFERTEL_TEST_ENDPOINT")
+        .output()
+        .unwrap();
     assert!(text(&o).contains("environment variable INFERTEL_TEST_ENDPOINT is not set"), "{}", text(&o));
 }
 
@@ -165,14 +181,20 @@ fn run_shuts_down_cleanly_on_sigterm_and_logs_json() {
     let mut cmd = Command::new(infertel_bin());
     cmd.args(["--log-format", "json", "run", "--config", &p]);
     let mut proc = Proc::spawn("infertel", &mut cmd, d.path().join("log"));
-    wait_until("self-metrics", Duration::from_secs(20), || matches!(http_get(&format!("http://127.0.0.1:{port}/metrics")), Ok((200, _))).then_some(()));
+    wait_until("self-metrics", Duration::from_secs(20), || {
+        matches!(http_get(&format!("http://127.0.0.1:{port}/metrics")), Ok((200, _))).then_some(())
+    });
     // A second agent on the same self-metrics port fails with 1, not 78.
     let o = infertel(&["run", "--config", &p]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("cannot listen"), "{}", text(&o));
     assert_eq!(proc.terminate(Duration::from_secs(15)), Some(0), "{}", proc.log_text());
     let log = proc.log_text();
-    let lines: Vec<serde_json::Value> = log.lines().filter(|l| !l.is_empty()).map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}"))).collect();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect();
     assert!(lines.iter().any(|v| v["message"] == "infertel started"), "{log}");
     assert!(lines.iter().any(|v| v["message"] == "shutdown complete"), "{log}");
 }
@@ -193,13 +215,24 @@ fn simulate_serves_vllm_and_dcgm() {
     let (v, g) = (free_port(), free_port());
     let d = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(infertel_bin());
-    cmd.args(["simulate", "--vllm", &format!("127.0.0.1:{v}"), "--dcgm", &format!("127.0.0.1:{g}"), "--concurrency", "32"]);
+    cmd.args([
+        "simulate",
+        "--vllm",
+        &format!("127.0.0.1:{v}"),
+        "--dcgm",
+        &format!("127.0.0.1:{g}"),
+        "--concurrency",
+        "32",
+    ]);
     let mut proc = Proc::spawn("simulate", &mut cmd, d.path().join("log"));
-    let body = wait_until("simulated vLLM", Duration::from_secs(20), || match http_get(&format!("http://127.0.0.1:{v}/metrics")) {
-        Ok((200, b)) => Some(b),
-        _ => None,
+    let body = wait_until("simulated vLLM", Duration::from_secs(20), || {
+        match http_get(&format!("http://127.0.0.1:{v}/metrics")) {
+            Ok((200, b)) => Some(b),
+            _ => None,
+        }
     });
-    let exp = infertel_exposition::parse(body.as_bytes(), infertel_exposition::Format::PrometheusText).expect("simulated vLLM parses");
+    let exp = infertel_exposition::parse(body.as_bytes(), infertel_exposition::Format::PrometheusText)
+        .expect("simulated vLLM parses");
     assert!(exp.samples.iter().any(|s| s.name == "vllm:num_requests_waiting"));
     let (code, dcgm) = http_get(&format!("http://127.0.0.1:{g}/metrics")).unwrap();
     assert_eq!(code, 200);

@@ -39,7 +39,8 @@ om_state{om_state="busy"} 0
 # EOF
 "#;
 
-const CLASHING_BODY: &str = "# TYPE clash gauge\nclash{job=\"original\",instance=\"foo\",kind=\"x\"} 7\nclash{kind=\"y\"} 8\n";
+const CLASHING_BODY: &str =
+    "# TYPE clash gauge\nclash{job=\"original\",instance=\"foo\",kind=\"x\"} 7\nclash{kind=\"y\"} 8\n";
 
 fn scrape_configs(addr: &str, sd_file: &str) -> String {
     format!(
@@ -117,9 +118,13 @@ fn infertel_stores_what_prometheus_stores() {
     targets.set("/clash", TEXT_004, CLASHING_BODY);
     targets.set("/broken", TEXT_004, "1234notvali}{ 444\n");
     let mut sd = Vec::new();
-    for (i, f) in ["vllm-v0.5-v0engine-datadog-integrations-core.prom", "dcgm-exporter-2.x-nvidia-docs-a100-mig-partial.prom", "dcgm-exporter-kops-l4.prom"]
-        .iter()
-        .enumerate()
+    for (i, f) in [
+        "vllm-v0.5-v0engine-datadog-integrations-core.prom",
+        "dcgm-exporter-2.x-nvidia-docs-a100-mig-partial.prom",
+        "dcgm-exporter-kops-l4.prom",
+    ]
+    .iter()
+    .enumerate()
     {
         targets.set(&format!("/sd{i}"), TEXT_004, read(f));
         sd.push(format!(r#"{{"targets": ["{addr}"], "labels": {{"__metrics_path__": "/sd{i}", "fixture": "{f}"}}}}"#));
@@ -167,18 +172,27 @@ service:
     for (l, v) in &want {
         match got.get(l) {
             None => diffs.push(format!("missing in infertel's: {l:?} = {v}")),
-            Some(g) if !timing.contains(&l["__name__"].as_str()) && g != v => diffs.push(format!("value differs: {l:?}: prometheus {v}, infertel {g}")),
+            Some(g) if !timing.contains(&l["__name__"].as_str()) && g != v => {
+                diffs.push(format!("value differs: {l:?}: prometheus {v}, infertel {g}"))
+            }
             _ => {}
         }
     }
     for l in got.keys().filter(|l| !want.contains_key(*l)) {
         diffs.push(format!("only in infertel's: {l:?}"));
     }
-    assert!(diffs.is_empty(), "{} differences:\n{}\nagent log:\n{}", diffs.len(), diffs.join("\n"), agent.proc.log_text());
+    assert!(
+        diffs.is_empty(),
+        "{} differences:\n{}\nagent log:\n{}",
+        diffs.len(),
+        diffs.join("\n"),
+        agent.proc.log_text()
+    );
 
     // The cases that must fail the scrape did, in both.
     for job in ["broken-body", "not-found"] {
-        let up: Vec<_> = want.iter().filter(|(l, _)| l["__name__"] == "up" && l["job"] == job).map(|(_, v)| v.clone()).collect();
+        let up: Vec<_> =
+            want.iter().filter(|(l, _)| l["__name__"] == "up" && l["job"] == job).map(|(_, v)| v.clone()).collect();
         assert_eq!(up, ["0"], "{job}");
     }
     // And the interesting renamings really happened (so the test is not
@@ -189,6 +203,9 @@ service:
     assert!(want.keys().any(|l| l.get("sd_file").is_some_and(|v| v == "targets.json")));
     assert!(!want.keys().any(|l| l.get("fixture").is_some_and(|v| v == "skip-me")));
     assert!(want.keys().any(|l| l["__name__"] == "om_requests_total"));
-    println!("{} series identical (names, labels, values) in Prometheus's own scrape and infertel's remote write", want.len());
+    println!(
+        "{} series identical (names, labels, values) in Prometheus's own scrape and infertel's remote write",
+        want.len()
+    );
     assert!(agent.self_metric("infertel_receiver_scrape_errors_total", &[("reason", "parse")]) >= 1.0);
 }

@@ -69,7 +69,10 @@ fn assert_exact(series: &BTreeMap<String, Vec<u64>>, scrapes: u64, may_miss: &[u
         let missing: Vec<u64> = (1..=scrapes).filter(|i| vals.binary_search(i).is_err()).collect();
         let extra: Vec<u64> = vals.iter().copied().filter(|v| *v == 0 || *v > scrapes).collect();
         assert!(extra.is_empty(), "series {s}: values never scraped: {extra:?}");
-        assert!(missing.iter().all(|m| may_miss.contains(m)), "series {s}: missing {missing:?} of 1..={scrapes} (allowed: {may_miss:?})");
+        assert!(
+            missing.iter().all(|m| may_miss.contains(m)),
+            "series {s}: missing {missing:?} of 1..={scrapes} (allowed: {may_miss:?})"
+        );
     }
 }
 
@@ -78,7 +81,8 @@ fn assert_exact(series: &BTreeMap<String, Vec<u64>>, scrapes: u64, may_miss: &[u
 fn wait_drained(agent: &Agent) {
     wait_until("the persistent queue to catch up", Duration::from_secs(90), || {
         let m = agent.self_metrics();
-        (m.sum("infertel_exporter_queue_oldest_age_seconds", &[]) < 1.5 && m.sum("infertel_exporter_sent_samples_total", &[]) > 0.0)
+        (m.sum("infertel_exporter_queue_oldest_age_seconds", &[]) < 1.5
+            && m.sum("infertel_exporter_sent_samples_total", &[]) > 0.0)
             .then_some(())
     });
 }
@@ -95,7 +99,13 @@ fn prometheus_outage_loses_nothing() {
     targets.set_counter("/c", "dq_counter_total", SERIES);
     let mut prom = Prometheus::start("");
     let st = storage();
-    let mut agent = Agent::start(&config(&targets.addr.to_string(), &prom.write_url(), &st.path().display().to_string(), "256MiB", 4));
+    let mut agent = Agent::start(&config(
+        &targets.addr.to_string(),
+        &prom.write_url(),
+        &st.path().display().to_string(),
+        "256MiB",
+        4,
+    ));
     std::thread::sleep(Duration::from_secs(3));
     prom.stop();
     std::thread::sleep(Duration::from_secs(20));
@@ -112,7 +122,9 @@ fn prometheus_outage_loses_nothing() {
     // The last request may have been cut by the SIGTERM before it was answered.
     assert_exact(&got, scrapes, &[scrapes]);
     let total: usize = got.values().map(Vec::len).sum();
-    eprintln!("prometheus outage: {scrapes} scrapes, {total} counter samples in Prometheus, {queued} samples queued during the outage");
+    eprintln!(
+        "prometheus outage: {scrapes} scrapes, {total} counter samples in Prometheus, {queued} samples queued during the outage"
+    );
     let log = agent.proc.log_text();
     assert!(!log.contains("HTTP 400"), "no sample was rejected as out of order:\n{log}");
 }
@@ -224,7 +236,8 @@ fn half_the_requests_failing_with_500_loses_and_duplicates_nothing() {
     targets.set_counter("/c", "dq_counter_total", SERIES);
     let rx = RwReceiver::start(Arc::new(|i| (if i % 2 == 0 { 500 } else { 200 }, Duration::ZERO)));
     let st = storage();
-    let mut agent = Agent::start(&config(&targets.addr.to_string(), &rx.url(), &st.path().display().to_string(), "256MiB", 4));
+    let mut agent =
+        Agent::start(&config(&targets.addr.to_string(), &rx.url(), &st.path().display().to_string(), "256MiB", 4));
     std::thread::sleep(Duration::from_secs(8));
     wait_drained(&agent);
     assert_eq!(agent.proc.terminate(Duration::from_secs(20)), Some(0));
@@ -249,13 +262,19 @@ fn disk_budget_smaller_than_the_outage_drops_the_oldest_and_counts_exactly() {
     targets.set_counter("/c", "dq_counter_total", 400);
     let down = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let d = down.clone();
-    let rx = RwReceiver::start(Arc::new(move |_| (if d.load(std::sync::atomic::Ordering::SeqCst) { 503 } else { 200 }, Duration::ZERO)));
+    let rx = RwReceiver::start(Arc::new(move |_| {
+        (if d.load(std::sync::atomic::Ordering::SeqCst) { 503 } else { 200 }, Duration::ZERO)
+    }));
     let st = storage();
-    let mut agent = Agent::start(&config(&targets.addr.to_string(), &rx.url(), &st.path().display().to_string(), "64KiB", 1));
+    let mut agent =
+        Agent::start(&config(&targets.addr.to_string(), &rx.url(), &st.path().display().to_string(), "64KiB", 1));
     std::thread::sleep(Duration::from_secs(2));
     down.store(true, std::sync::atomic::Ordering::SeqCst);
     std::thread::sleep(Duration::from_secs(15));
-    assert!(agent.self_metric("infertel_exporter_queue_bytes", &[]) <= 64.0 * 1024.0 + 16.0 * 1024.0, "within budget (plus one segment)");
+    assert!(
+        agent.self_metric("infertel_exporter_queue_bytes", &[]) <= 64.0 * 1024.0 + 16.0 * 1024.0,
+        "within budget (plus one segment)"
+    );
     down.store(false, std::sync::atomic::Ordering::SeqCst);
     wait_drained(&agent);
     let dropped = agent.self_metric("infertel_exporter_dropped_samples_total", &[("reason", "queue_full")]);
@@ -270,7 +289,11 @@ fn disk_budget_smaller_than_the_outage_drops_the_oldest_and_counts_exactly() {
         assert_eq!(*v, first, "series {s}: every series lost the same scrapes");
     }
     // Oldest first: one contiguous run of scrapes is gone.
-    assert_eq!(missing.len() as u64, missing[missing.len() - 1] - missing[0] + 1, "missing scrapes are contiguous: {missing:?}");
+    assert_eq!(
+        missing.len() as u64,
+        missing[missing.len() - 1] - missing[0] + 1,
+        "missing scrapes are contiguous: {missing:?}"
+    );
     // Every scrape carries the same series: the counter's plus the
     // receiver's own (up, scrape_*); all of a dropped scrape is counted.
     let per_scrape = rx
@@ -286,5 +309,8 @@ fn disk_budget_smaller_than_the_outage_drops_the_oldest_and_counts_exactly() {
         "dropped counter vs missing samples ({} scrapes x {per_scrape} series)",
         missing.len()
     );
-    eprintln!("disk budget: {scrapes} scrapes, {} dropped whole ({dropped} samples counted as queue_full)", missing.len());
+    eprintln!(
+        "disk budget: {scrapes} scrapes, {} dropped whole ({dropped} samples counted as queue_full)",
+        missing.len()
+    );
 }

@@ -21,12 +21,7 @@ use support::nginx::{Nginx, Pki, htpasswd};
 use support::*;
 
 /// Polls `f` until it yields, or fails with `what` and the logs `ctx` returns.
-fn eventually<T>(
-    what: &str,
-    timeout: Duration,
-    ctx: impl Fn() -> String,
-    mut f: impl FnMut() -> Option<T>,
-) -> T {
+fn eventually<T>(what: &str, timeout: Duration, ctx: impl Fn() -> String, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(v) = f() {
@@ -83,15 +78,7 @@ fn scrapes_through_nginx_with_tls_basic_auth_and_client_certificates() {
     let bad = write(s, "bad.txt", "wrong\n");
 
     let targets = Targets::start();
-    let jobs = [
-        "ok",
-        "wrongpw",
-        "noca",
-        "wrongname",
-        "override",
-        "mtls",
-        "nocert",
-    ];
+    let jobs = ["ok", "wrongpw", "noca", "wrongname", "override", "mtls", "nocert"];
     for j in jobs {
         targets.set(&format!("/{j}"), TEXT_004, PAGE);
     }
@@ -138,34 +125,18 @@ fn scrapes_through_nginx_with_tls_basic_auth_and_client_certificates() {
             "        - job_name: {name}\n          scheme: https\n          metrics_path: /{name}\n          static_configs: [{{targets: ['127.0.0.1:{port}']}}]\n{extra}"
         )
     };
-    let auth =
-        |pw: &str| format!("          basic_auth: {{username: scraper, password_file: {pw}}}\n");
+    let auth = |pw: &str| format!("          basic_auth: {{username: scraper, password_file: {pw}}}\n");
     let scrape_configs = [
-        job(
-            "ok",
-            main,
-            &format!("{}          tls_config: {{ca_file: {ca}}}\n", auth(&good)),
-        ),
-        job(
-            "wrongpw",
-            main,
-            &format!("{}          tls_config: {{ca_file: {ca}}}\n", auth(&bad)),
-        ),
+        job("ok", main, &format!("{}          tls_config: {{ca_file: {ca}}}\n", auth(&good))),
+        job("wrongpw", main, &format!("{}          tls_config: {{ca_file: {ca}}}\n", auth(&bad))),
         // No ca_file: the system roots do not know the test CA.
         job("noca", main, &auth(&good)),
         // The certificate on `other` names other.invalid only.
-        job(
-            "wrongname",
-            other,
-            &format!("{}          tls_config: {{ca_file: {ca}}}\n", auth(&good)),
-        ),
+        job("wrongname", other, &format!("{}          tls_config: {{ca_file: {ca}}}\n", auth(&good))),
         job(
             "override",
             other,
-            &format!(
-                "{}          tls_config: {{ca_file: {ca}, server_name: other.invalid}}\n",
-                auth(&good)
-            ),
+            &format!("{}          tls_config: {{ca_file: {ca}, server_name: other.invalid}}\n", auth(&good)),
         ),
         job(
             "mtls",
@@ -176,11 +147,7 @@ fn scrapes_through_nginx_with_tls_basic_auth_and_client_certificates() {
                 pki.client.key.display()
             ),
         ),
-        job(
-            "nocert",
-            mtls,
-            &format!("          tls_config: {{ca_file: {ca}}}\n"),
-        ),
+        job("nocert", mtls, &format!("          tls_config: {{ca_file: {ca}}}\n")),
     ]
     .concat();
     let config = format!(
@@ -204,49 +171,24 @@ service:
         url = prom.write_url()
     );
     let agent = Agent::start(&config);
-    let ctx = || {
-        format!(
-            "--- agent log ---\n{}\n{}",
-            plain(&agent.proc.log_text()),
-            nginx.logs()
-        )
-    };
+    let ctx = || format!("--- agent log ---\n{}\n{}", plain(&agent.proc.log_text()), nginx.logs());
 
     // Every job reports up, and the good ones carry the page exactly.
     for j in jobs {
-        eventually(
-            &format!("up{{job=\"{j}\"}} in Prometheus"),
-            Duration::from_secs(30),
-            ctx,
-            || one_value(&prom, &format!("up{{job=\"{j}\"}}")),
-        );
+        eventually(&format!("up{{job=\"{j}\"}} in Prometheus"), Duration::from_secs(30), ctx, || {
+            one_value(&prom, &format!("up{{job=\"{j}\"}}"))
+        });
     }
     for j in ["ok", "override", "mtls"] {
         let want: [(&str, f64); 2] = [("demo_requests_total", 42.0), ("demo_ratio", 0.1)];
         for (name, v) in want {
-            let got = eventually(
-                &format!("{name}{{job=\"{j}\"}}"),
-                Duration::from_secs(20),
-                ctx,
-                || one_value(&prom, &format!("{name}{{job=\"{j}\"}}")),
-            );
-            assert_eq!(
-                got.to_bits(),
-                v.to_bits(),
-                "job {j}: {name} is {got}, served {v}\n{}",
-                ctx()
-            );
+            let got = eventually(&format!("{name}{{job=\"{j}\"}}"), Duration::from_secs(20), ctx, || {
+                one_value(&prom, &format!("{name}{{job=\"{j}\"}}"))
+            });
+            assert_eq!(got.to_bits(), v.to_bits(), "job {j}: {name} is {got}, served {v}\n{}", ctx());
         }
-        assert_eq!(
-            one_value(&prom, &format!("up{{job=\"{j}\"}}")),
-            Some(1.0),
-            "job {j}: up\n{}",
-            ctx()
-        );
-        assert!(
-            targets.hits(&format!("/{j}")) > 0,
-            "job {j}: nginx never reached the target"
-        );
+        assert_eq!(one_value(&prom, &format!("up{{job=\"{j}\"}}")), Some(1.0), "job {j}: up\n{}", ctx());
+        assert!(targets.hits(&format!("/{j}")) > 0, "job {j}: nginx never reached the target");
     }
 
     // The failing jobs: up=0 in Prometheus, an error counted with its
@@ -258,51 +200,29 @@ service:
         ("nocert", "http_status", "400"),
     ];
     for (j, reason, said) in failing {
-        assert_eq!(
-            one_value(&prom, &format!("up{{job=\"{j}\"}}")),
-            Some(0.0),
-            "job {j}: up\n{}",
-            ctx()
-        );
+        assert_eq!(one_value(&prom, &format!("up{{job=\"{j}\"}}")), Some(0.0), "job {j}: up\n{}", ctx());
         assert!(
             one_value(&prom, &format!("demo_requests_total{{job=\"{j}\"}}")).is_none(),
             "job {j}: data arrived\n{}",
             ctx()
         );
-        let errors = eventually(
-            &format!("scrape errors of job {j}"),
-            Duration::from_secs(10),
-            ctx,
-            || {
-                let n = agent.self_metric(
-                    "infertel_receiver_scrape_errors_total",
-                    &[("job", j), ("reason", reason)],
-                );
-                (n >= 1.0).then_some(n)
-            },
-        );
+        let errors = eventually(&format!("scrape errors of job {j}"), Duration::from_secs(10), ctx, || {
+            let n = agent.self_metric("infertel_receiver_scrape_errors_total", &[("job", j), ("reason", reason)]);
+            (n >= 1.0).then_some(n)
+        });
         assert!(errors >= 1.0);
         let snapshot = agent.self_metrics();
         let all = snapshot.sum("infertel_receiver_scrape_errors_total", &[("job", j)]);
         assert_eq!(
             all,
-            snapshot.sum(
-                "infertel_receiver_scrape_errors_total",
-                &[("job", j), ("reason", reason)]
-            ),
+            snapshot.sum("infertel_receiver_scrape_errors_total", &[("job", j), ("reason", reason)]),
             "job {j}: errors with another reason\n{}",
             ctx()
         );
-        assert_eq!(
-            targets.hits(&format!("/{j}")),
-            0,
-            "job {j}: nginx let the scrape through"
-        );
+        assert_eq!(targets.hits(&format!("/{j}")), 0, "job {j}: nginx let the scrape through");
         let log = plain(&agent.proc.log_text());
         assert!(
-            log.lines().any(|l| l.contains("scrape failed")
-                && l.contains(&format!("job={j} "))
-                && l.contains(said)),
+            log.lines().any(|l| l.contains("scrape failed") && l.contains(&format!("job={j} ")) && l.contains(said)),
             "job {j}: no scrape-failed log line mentioning {said:?}\n{}",
             ctx()
         );
@@ -336,11 +256,7 @@ fn a_gzip_compressed_scrape_decodes_to_the_exact_values() {
     let mut body = String::from("# TYPE gz_value gauge\n");
     let mut want: Vec<(String, f64)> = Vec::new();
     for i in 0..600 {
-        let v = if i < special.len() {
-            special[i]
-        } else {
-            i as f64 / 7.0
-        };
+        let v = if i < special.len() { special[i] } else { i as f64 / 7.0 };
         let text = if v == f64::INFINITY {
             "+Inf".to_string()
         } else if v == f64::NEG_INFINITY {
@@ -348,10 +264,7 @@ fn a_gzip_compressed_scrape_decodes_to_the_exact_values() {
         } else {
             format!("{v:?}")
         };
-        body.push_str(&format!(
-            "gz_value{{series=\"s{i:03}\",shard=\"{}\"}} {text}\n",
-            i % 4
-        ));
+        body.push_str(&format!("gz_value{{series=\"s{i:03}\",shard=\"{}\"}} {text}\n", i % 4));
         want.push((format!("s{i:03}"), v));
     }
     let targets = Targets::start();
@@ -398,44 +311,27 @@ service:
         url = rx.url()
     );
     let agent = Agent::start(&config);
-    let ctx = || {
-        format!(
-            "--- agent log ---\n{}\n{}",
-            plain(&agent.proc.log_text()),
-            nginx.logs()
-        )
-    };
+    let ctx = || format!("--- agent log ---\n{}\n{}", plain(&agent.proc.log_text()), nginx.logs());
 
-    let got = eventually(
-        "a scrape of all 600 gz_value series",
-        Duration::from_secs(30),
-        ctx,
-        || {
-            let mut got: std::collections::BTreeMap<String, f64> =
-                std::collections::BTreeMap::new();
-            for r in rx.received() {
-                for s in &r.series {
-                    if s.labels.metric_name() == "gz_value" {
-                        for p in &s.samples {
-                            got.entry(s.labels.get("series").unwrap_or("").to_string())
-                                .or_insert(p.value);
-                        }
+    let got = eventually("a scrape of all 600 gz_value series", Duration::from_secs(30), ctx, || {
+        let mut got: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
+        for r in rx.received() {
+            for s in &r.series {
+                if s.labels.metric_name() == "gz_value" {
+                    for p in &s.samples {
+                        got.entry(s.labels.get("series").unwrap_or("").to_string()).or_insert(p.value);
                     }
                 }
             }
-            (got.len() == want.len()).then_some(got)
-        },
-    );
+        }
+        (got.len() == want.len()).then_some(got)
+    });
     for (series, v) in &want {
         let g = got[series];
         // Remote write (proto3, like Prometheus's gogo code) omits a 0.0
         // value, -0.0 included, so -0.0 arrives as 0.0.
         let v = &if *v == 0.0 { 0.0 } else { *v };
-        assert_eq!(
-            g.to_bits(),
-            v.to_bits(),
-            "series {series}: arrived as {g:?}, served {v:?}"
-        );
+        assert_eq!(g.to_bits(), v.to_bits(), "series {series}: arrived as {g:?}, served {v:?}");
     }
     // nginx really compressed it: the scrape asked for gzip and got it.
     let log = nginx.access_log();
@@ -443,30 +339,11 @@ service:
         .lines()
         .find(|l| l.starts_with("/metrics 200 "))
         .unwrap_or_else(|| panic!("no scrape in the access log\n{}", ctx()));
-    assert!(
-        line.contains("enc=gzip"),
-        "nginx did not gzip the scrape: {line}\n{}",
-        ctx()
-    );
-    let ratio: f64 = line
-        .rsplit("ratio=")
-        .next()
-        .and_then(|r| r.trim().parse().ok())
-        .unwrap_or(0.0);
-    assert!(
-        ratio > 2.0,
-        "gzip ratio {ratio}: the body was not really compressed ({line})"
-    );
-    assert_eq!(
-        agent.self_metric("infertel_receiver_scrape_errors_total", &[]),
-        0.0,
-        "{}",
-        ctx()
-    );
-    assert!(
-        agent.self_metric("infertel_receiver_scraped_samples_total", &[("job", "gz")])
-            >= want.len() as f64
-    );
+    assert!(line.contains("enc=gzip"), "nginx did not gzip the scrape: {line}\n{}", ctx());
+    let ratio: f64 = line.rsplit("ratio=").next().and_then(|r| r.trim().parse().ok()).unwrap_or(0.0);
+    assert!(ratio > 2.0, "gzip ratio {ratio}: the body was not really compressed ({line})");
+    assert_eq!(agent.self_metric("infertel_receiver_scrape_errors_total", &[]), 0.0, "{}", ctx());
+    assert!(agent.self_metric("infertel_receiver_scraped_samples_total", &[("job", "gz")]) >= want.len() as f64);
 }
 
 #[test]
@@ -540,27 +417,15 @@ fn remote_write_through_nginx_with_authenticators_and_explained_rejections() {
         (
             "bearer",
             format!("https://localhost:{tls}/bearer/api/v1/write"),
-            format!(
-                "    auth: {{authenticator: bearertokenauth/rw}}\n    tls: {{ca_file: {ca}}}\n"
-            ),
+            format!("    auth: {{authenticator: bearertokenauth/rw}}\n    tls: {{ca_file: {ca}}}\n"),
         ),
         (
             "badtoken",
             format!("{base}/bearer/api/v1/write"),
-            format!(
-                "    auth: {{authenticator: bearertokenauth/bad}}\n    tls: {{ca_file: {ca}}}\n"
-            ),
+            format!("    auth: {{authenticator: bearertokenauth/bad}}\n    tls: {{ca_file: {ca}}}\n"),
         ),
-        (
-            "forbidden",
-            format!("{base}/forbidden/api/v1/write"),
-            format!("    tls: {{ca_file: {ca}}}\n"),
-        ),
-        (
-            "missing",
-            format!("{base}/missing/api/v1/write"),
-            format!("    tls: {{ca_file: {ca}}}\n"),
-        ),
+        ("forbidden", format!("{base}/forbidden/api/v1/write"), format!("    tls: {{ca_file: {ca}}}\n")),
+        ("missing", format!("{base}/missing/api/v1/write"), format!("    tls: {{ca_file: {ca}}}\n")),
         (
             "es",
             format!("{base}/_prometheus/metrics/vllm/inference/api/v1/write"),
@@ -580,16 +445,8 @@ fn remote_write_through_nginx_with_authenticators_and_explained_rejections() {
                 pki.client.key.display()
             ),
         ),
-        (
-            "nocert",
-            format!("https://127.0.0.1:{mtls}/api/v1/write"),
-            format!("    tls: {{ca_file: {ca}}}\n"),
-        ),
-        (
-            "noca",
-            format!("{base}/basic/api/v1/write"),
-            "    auth: {authenticator: basicauth/rw}\n".to_string(),
-        ),
+        ("nocert", format!("https://127.0.0.1:{mtls}/api/v1/write"), format!("    tls: {{ca_file: {ca}}}\n")),
+        ("noca", format!("{base}/basic/api/v1/write"), "    auth: {authenticator: basicauth/rw}\n".to_string()),
     ];
     let mut exporters_yaml = String::new();
     for (name, endpoint, extra) in &exporters {
@@ -597,10 +454,7 @@ fn remote_write_through_nginx_with_authenticators_and_explained_rejections() {
             "  prometheusremotewrite/{name}:\n    endpoint: {endpoint}\n    external_labels: {{via: {name}}}\n    retry_on_failure: {{initial_interval: 100ms, max_interval: 500ms}}\n    startup_check: off\n{extra}"
         ));
     }
-    let list: Vec<String> = exporters
-        .iter()
-        .map(|(n, _, _)| format!("prometheusremotewrite/{n}"))
-        .collect();
+    let list: Vec<String> = exporters.iter().map(|(n, _, _)| format!("prometheusremotewrite/{n}")).collect();
     let config = format!(
         r#"
 extensions:
@@ -631,13 +485,7 @@ service:
         list = list.join(", ")
     );
     let agent = Agent::start(&config);
-    let ctx = || {
-        format!(
-            "--- agent log ---\n{}\n{}",
-            plain(&agent.proc.log_text()),
-            nginx.logs()
-        )
-    };
+    let ctx = || format!("--- agent log ---\n{}\n{}", plain(&agent.proc.log_text()), nginx.logs());
 
     // Accepted: the data arrives in Prometheus, exactly, with no drops.
     for via in ["basic", "bearer", "mtls"] {
@@ -648,31 +496,22 @@ service:
             || one_value(&prom, &format!("demo_requests_total{{via=\"{via}\"}}")),
         );
         assert_eq!(got, 42.0, "via {via}\n{}", ctx());
-        eventually(
-            &format!("up{{via=\"{via}\"}} = 1"),
-            Duration::from_secs(10),
-            ctx,
-            || (one_value(&prom, &format!("up{{via=\"{via}\"}}")) == Some(1.0)).then_some(()),
-        );
+        eventually(&format!("up{{via=\"{via}\"}} = 1"), Duration::from_secs(10), ctx, || {
+            (one_value(&prom, &format!("up{{via=\"{via}\"}}")) == Some(1.0)).then_some(())
+        });
         let e = format!("prometheusremotewrite/{via}");
         assert!(
             agent.self_metric("infertel_exporter_sent_samples_total", &[("exporter", &e)]) > 0.0,
             "{e}: nothing counted as sent"
         );
         assert_eq!(
-            agent.self_metric(
-                "infertel_exporter_dropped_samples_total",
-                &[("exporter", &e)]
-            ),
+            agent.self_metric("infertel_exporter_dropped_samples_total", &[("exporter", &e)]),
             0.0,
             "{e}: drops\n{}",
             ctx()
         );
         assert_eq!(
-            agent.self_metric(
-                "infertel_exporter_failed_requests_total",
-                &[("exporter", &e)]
-            ),
+            agent.self_metric("infertel_exporter_failed_requests_total", &[("exporter", &e)]),
             0.0,
             "{e}: failed requests\n{}",
             ctx()
@@ -680,10 +519,7 @@ service:
     }
     // nginx spoke HTTP/2 with the exporter on the TLS front.
     assert!(
-        nginx
-            .access_log()
-            .lines()
-            .any(|l| l.starts_with("POST /basic/api/v1/write 2") && l.ends_with(" HTTP/2.0")),
+        nginx.access_log().lines().any(|l| l.starts_with("POST /basic/api/v1/write 2") && l.ends_with(" HTTP/2.0")),
         "no HTTP/2 write\n{}",
         ctx()
     );
@@ -714,10 +550,8 @@ service:
             Duration::from_secs(20),
             ctx,
             || {
-                let failed = agent.self_metric(
-                    "infertel_exporter_failed_requests_total",
-                    &[("exporter", &e), ("status", status)],
-                );
+                let failed = agent
+                    .self_metric("infertel_exporter_failed_requests_total", &[("exporter", &e), ("status", status)]);
                 let dropped = agent.self_metric(
                     "infertel_exporter_dropped_samples_total",
                     &[("exporter", &e), ("reason", "rejected")],
@@ -736,56 +570,33 @@ service:
         // One snapshot: the counters keep moving (retries of other statuses).
         let snapshot = agent.self_metrics();
         let all_failed = snapshot.sum("infertel_exporter_failed_requests_total", &[("exporter", &e)]);
-        let this = snapshot.sum(
-            "infertel_exporter_failed_requests_total",
-            &[("exporter", &e), ("status", status)],
-        );
-        assert_eq!(
-            all_failed,
-            this,
-            "{e}: failures with another status\n{}",
-            ctx()
-        );
+        let this = snapshot.sum("infertel_exporter_failed_requests_total", &[("exporter", &e), ("status", status)]);
+        assert_eq!(all_failed, this, "{e}: failures with another status\n{}", ctx());
         assert!(
             prom.query(&format!("{{via=\"{name}\"}}")).is_empty(),
             "{e}: data arrived in Prometheus although nginx refused it"
         );
     }
     let log = plain(&agent.proc.log_text());
-    assert!(
-        log.contains("is unauthorized for API key"),
-        "the receiver's own words must be logged\n{}",
-        ctx()
-    );
+    assert!(log.contains("is unauthorized for API key"), "the receiver's own words must be logged\n{}", ctx());
 
     // No CA: a network error, retried (not dropped as rejected), logged.
-    eventually(
-        "prometheusremotewrite/noca: a network failure, logged",
-        Duration::from_secs(20),
-        ctx,
-        || {
-            let failed = agent.self_metric(
-                "infertel_exporter_failed_requests_total",
-                &[
-                    ("exporter", "prometheusremotewrite/noca"),
-                    ("status", "network"),
-                ],
-            );
-            let logged = plain(&agent.proc.log_text()).lines().any(|l| {
-                l.contains("exporter=prometheusremotewrite/noca ")
-                    && l.contains("will retry")
-                    && l.contains("UnknownIssuer")
-            });
-            (failed >= 1.0 && logged).then_some(())
-        },
-    );
+    eventually("prometheusremotewrite/noca: a network failure, logged", Duration::from_secs(20), ctx, || {
+        let failed = agent.self_metric(
+            "infertel_exporter_failed_requests_total",
+            &[("exporter", "prometheusremotewrite/noca"), ("status", "network")],
+        );
+        let logged = plain(&agent.proc.log_text()).lines().any(|l| {
+            l.contains("exporter=prometheusremotewrite/noca ")
+                && l.contains("will retry")
+                && l.contains("UnknownIssuer")
+        });
+        (failed >= 1.0 && logged).then_some(())
+    });
     assert_eq!(
         agent.self_metric(
             "infertel_exporter_dropped_samples_total",
-            &[
-                ("exporter", "prometheusremotewrite/noca"),
-                ("reason", "rejected")
-            ]
+            &[("exporter", "prometheusremotewrite/noca"), ("reason", "rejected")]
         ),
         0.0
     );

@@ -31,7 +31,8 @@ fn expected(body: &[u8], job: &str, instance: &str) -> BTreeMap<LabelSet, f64> {
     let exp = infertel_exposition::parse(body, infertel_exposition::Format::PrometheusText).expect("fixture parses");
     let mut out = BTreeMap::new();
     for s in &exp.samples {
-        let mut l: LabelSet = exp.labels(s).iter().filter(|(_, v)| !v.is_empty()).map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut l: LabelSet =
+            exp.labels(s).iter().filter(|(_, v)| !v.is_empty()).map(|(k, v)| (k.to_string(), v.to_string())).collect();
         assert!(!l.contains_key("job") && !l.contains_key("instance"), "fixture sets job/instance itself");
         l.insert("__name__".into(), s.name.to_string());
         l.insert("job".into(), job.into());
@@ -41,7 +42,13 @@ fn expected(body: &[u8], job: &str, instance: &str) -> BTreeMap<LabelSet, f64> {
     out
 }
 
-const REPORT: [&str; 5] = ["up", "scrape_duration_seconds", "scrape_samples_scraped", "scrape_samples_post_metric_relabeling", "scrape_series_added"];
+const REPORT: [&str; 5] = [
+    "up",
+    "scrape_duration_seconds",
+    "scrape_samples_scraped",
+    "scrape_samples_post_metric_relabeling",
+    "scrape_series_added",
+];
 
 #[test]
 fn every_real_fixture_arrives_exactly_in_prometheus_and_victoriametrics() {
@@ -121,7 +128,8 @@ service:
         }
         let up = got.iter().find(|(l, _)| l["__name__"] == "up").map(|(_, v)| *v);
         assert_eq!(up, Some(1.0), "{fname}: up");
-        let scraped = got.iter().find(|(l, _)| l["__name__"] == "scrape_samples_scraped").map(|(_, v)| *v).unwrap_or(-1.0);
+        let scraped =
+            got.iter().find(|(l, _)| l["__name__"] == "scrape_samples_scraped").map(|(_, v)| *v).unwrap_or(-1.0);
         assert!(scraped >= series.len() as f64, "{fname}: scrape_samples_scraped {scraped} < {}", series.len());
         assert_eq!(got.len(), total, "{fname}: Prometheus holds series that were not scraped");
         println!("{fname}: {} series in Prometheus, all exact", series.len());
@@ -134,7 +142,10 @@ service:
         let got: BTreeMap<LabelSet, Vec<f64>> = got.into_iter().collect();
         for (labels, v) in series {
             let g = got.get(labels).unwrap_or_else(|| panic!("{fname}: series {labels:?} missing in VictoriaMetrics"));
-            assert!(!g.is_empty() && g.iter().all(|x| same_printed(*x, *v)), "{fname}: {labels:?}: VictoriaMetrics has {g:?}, scraped {v}");
+            assert!(
+                !g.is_empty() && g.iter().all(|x| same_printed(*x, *v)),
+                "{fname}: {labels:?}: VictoriaMetrics has {g:?}, scraped {v}"
+            );
         }
         println!("{fname}: {} series in VictoriaMetrics, all exact", series.len());
     }

@@ -41,7 +41,9 @@ service:
 fn accepted(r: &[Received]) -> Vec<(String, i64)> {
     r.iter()
         .filter(|x| x.status / 100 == 2)
-        .flat_map(|x| x.series.iter().flat_map(|s| s.samples.iter().map(move |p| (s.labels.to_string(), p.timestamp_ms))))
+        .flat_map(|x| {
+            x.series.iter().flat_map(|s| s.samples.iter().map(move |p| (s.labels.to_string(), p.timestamp_ms)))
+        })
         .collect()
 }
 
@@ -51,9 +53,11 @@ fn a_500_is_retried_and_the_batch_arrives_once() {
     targets.set("/m", TEXT_004, "# TYPE g gauge\ng{a=\"1\"} 42\n");
     let rx = RwReceiver::start(Arc::new(|i| (if i == 0 { 500 } else { 200 }, Duration::ZERO)));
     let agent = Agent::start(&agent_config(&targets.addr.to_string(), "/m", &rx.url(), "", "1s"));
-    let first = wait_until("the first request", Duration::from_secs(20), || rx.received().into_iter().find(|r| r.index == 0));
+    let first =
+        wait_until("the first request", Duration::from_secs(20), || rx.received().into_iter().find(|r| r.index == 0));
     assert_eq!(first.status, 500);
-    let failed: Vec<(String, i64)> = first.series.iter().map(|s| (s.labels.to_string(), s.samples[0].timestamp_ms)).collect();
+    let failed: Vec<(String, i64)> =
+        first.series.iter().map(|s| (s.labels.to_string(), s.samples[0].timestamp_ms)).collect();
     assert!(!failed.is_empty());
     wait_until("the failed samples to be retried", Duration::from_secs(20), || {
         let ok = accepted(&rx.received());
@@ -64,12 +68,20 @@ fn a_500_is_retried_and_the_batch_arrives_once() {
     let log = rx.received();
     let ok = accepted(&log);
     for f in &failed {
-        assert_eq!(ok.iter().filter(|o| *o == f).count(), 1, "sample {f:?} of the failed request must arrive exactly once");
+        assert_eq!(
+            ok.iter().filter(|o| *o == f).count(),
+            1,
+            "sample {f:?} of the failed request must arrive exactly once"
+        );
     }
     let retry = log
         .iter()
         .filter(|r| r.index > 0)
-        .find(|r| r.series.iter().any(|s| failed.iter().any(|f| f.0 == s.labels.to_string() && f.1 == s.samples[0].timestamp_ms)))
+        .find(|r| {
+            r.series
+                .iter()
+                .any(|s| failed.iter().any(|f| f.0 == s.labels.to_string() && f.1 == s.samples[0].timestamp_ms))
+        })
         .expect("the retried request");
     assert_eq!(retry.headers.get("retry-attempt").map(String::as_str), Some("1"));
     assert_eq!(agent.self_metric("infertel_exporter_failed_requests_total", &[("status", "500")]), 1.0);
@@ -88,7 +100,8 @@ fn a_400_is_not_retried_and_the_drop_is_counted() {
     });
     let first = log.iter().find(|r| r.index == 0).expect("request 0");
     assert_eq!(first.status, 400);
-    let rejected: Vec<(String, i64)> = first.series.iter().map(|s| (s.labels.to_string(), s.samples[0].timestamp_ms)).collect();
+    let rejected: Vec<(String, i64)> =
+        first.series.iter().map(|s| (s.labels.to_string(), s.samples[0].timestamp_ms)).collect();
     let ok = accepted(&log);
     for f in &rejected {
         assert!(!ok.contains(f), "sample {f:?} of the 400 request was sent again");
@@ -126,7 +139,8 @@ fn per_series_order_survives_slow_concurrent_sends() {
     targets.set("/m", TEXT_004, body);
     // Each answer takes 0-400 ms, pseudo-randomly, so parallel shards finish
     // out of order.
-    let rx = RwReceiver::start(Arc::new(|i| (200, Duration::from_millis(((i as u64).wrapping_mul(2654435761) >> 7) % 400))));
+    let rx =
+        RwReceiver::start(Arc::new(|i| (200, Duration::from_millis(((i as u64).wrapping_mul(2654435761) >> 7) % 400))));
     let cfg = agent_config(&targets.addr.to_string(), "/m", &rx.url(), "", "200ms")
         .replace("    retry_on_failure:", "    sending_queue: {num_consumers: 4}\n    retry_on_failure:");
     let agent = Agent::start(&cfg);
@@ -163,7 +177,9 @@ fn a_vanished_series_ends_with_a_stale_marker() {
     targets.set("/m", TEXT_004, "# TYPE keep gauge\nkeep 1\n");
     // The instant query drops the series as soon as the stale marker lands,
     // although its last real sample is seconds old (lookback is 5m).
-    wait_until("vanish to end in Prometheus", Duration::from_secs(20), || prom.query("vanish").is_empty().then_some(()));
+    wait_until("vanish to end in Prometheus", Duration::from_secs(20), || {
+        prom.query("vanish").is_empty().then_some(())
+    });
     assert!(!prom.query("keep").is_empty());
     assert_eq!(prom.query("count_over_time(vanish[5m])").len(), 1, "the earlier samples are still stored");
     // And on the wire the marker is the exact stale NaN bit pattern.
@@ -189,7 +205,9 @@ fn a_target_removed_from_file_sd_goes_stale() {
     let file = sd.path().join("targets.json");
     // A label tells the two targets apart: with the same job and instance
     // they would share one `up` series (in Prometheus too).
-    let group = |p: &str| format!(r#"{{"targets": ["{}"], "labels": {{"__metrics_path__": "{p}", "path": "{p}"}}}}"#, targets.addr);
+    let group = |p: &str| {
+        format!(r#"{{"targets": ["{}"], "labels": {{"__metrics_path__": "{p}", "path": "{p}"}}}}"#, targets.addr)
+    };
     std::fs::write(&file, format!("[{}, {}]", group("/a"), group("/b"))).unwrap();
     let prom = Prometheus::start("");
     let cfg = format!(

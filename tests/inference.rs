@@ -21,11 +21,7 @@ fn run_report(args: &[&str]) -> serde_json::Value {
         .args(["--format", "json"])
         .output()
         .expect("run infertel report");
-    assert!(
-        out.status.success(),
-        "report failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "report failed: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("report JSON: {e}\n{}", String::from_utf8_lossy(&out.stdout)))
 }
@@ -41,12 +37,7 @@ fn verdict(r: &serde_json::Value, objective: &str) -> String {
 }
 
 fn rec_ids(r: &serde_json::Value) -> Vec<String> {
-    r["recommendations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x["id"].as_str().unwrap().to_string())
-        .collect()
+    r["recommendations"].as_array().unwrap().iter().map(|x| x["id"].as_str().unwrap().to_string()).collect()
 }
 
 #[test]
@@ -55,19 +46,11 @@ fn report_replay_of_the_article_scrapes_matches_the_golden_json() {
     let got = run_report(&["--replay", dir.to_str().unwrap()]);
     let want: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
-    assert_eq!(
-        got, want,
-        "report --replay changed; if intended, regenerate report.json and review the diff"
-    );
+    assert_eq!(got, want, "report --replay changed; if intended, regenerate report.json and review the diff");
     // The article's numbers, independently of the golden file.
     let m = &got["measurements"];
-    let close = |k: &str, v: f64| {
-        assert!(
-            (m[k].as_f64().unwrap() - v).abs() < 1e-9 * v.abs().max(1.0),
-            "{k}: {} vs {v}",
-            m[k]
-        )
-    };
+    let close =
+        |k: &str, v: f64| assert!((m[k].as_f64().unwrap() - v).abs() < 1e-9 * v.abs().max(1.0), "{k}: {} vs {v}", m[k]);
     close("request_queue_seconds_mean", 0.000_01);
     close("request_prefill_seconds_mean", 0.037_98);
     close("request_decode_seconds_mean", 1.664_69);
@@ -89,10 +72,7 @@ fn report_replay_of_the_article_scrapes_matches_the_golden_json() {
         ]
     );
     let decode = &got["recommendations"][0];
-    assert!(
-        decode["text"].as_str().unwrap().contains("97.1%"),
-        "cites the decode share: {decode}"
-    );
+    assert!(decode["text"].as_str().unwrap().contains("97.1%"), "cites the decode share: {decode}");
     assert!(
         decode["evidence"]
             .as_array()
@@ -108,14 +88,7 @@ fn post_remote_write(url: &str, series: &[infertel_model::Series]) {
     let f = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(f.path(), body).unwrap();
     let out = Command::new("curl")
-        .args([
-            "-s",
-            "-o",
-            "/dev/stderr",
-            "-w",
-            "%{http_code}",
-            "--data-binary",
-        ])
+        .args(["-s", "-o", "/dev/stderr", "-w", "%{http_code}", "--data-binary"])
         .arg(format!("@{}", f.path().display()))
         .args([
             "-H",
@@ -128,21 +101,11 @@ fn post_remote_write(url: &str, series: &[infertel_model::Series]) {
         ])
         .output()
         .unwrap();
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "204",
-        "remote write: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "204", "remote write: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 fn query_at(p: &Prometheus, q: &str, t_ms: i64) -> f64 {
-    let url = format!(
-        "{}/api/v1/query?query={}&time={}",
-        p.url(),
-        urlencode(q),
-        t_ms as f64 / 1000.0
-    );
+    let url = format!("{}/api/v1/query?query={}&time={}", p.url(), urlencode(q), t_ms as f64 / 1000.0);
     let (code, body) = http_get(&url).unwrap();
     assert_eq!(code, 200, "{q}: {body}");
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -154,23 +117,14 @@ fn query_at(p: &Prometheus, q: &str, t_ms: i64) -> f64 {
 #[test]
 fn derived_ratios_and_quantiles_equal_prometheus_on_the_same_samples() {
     let prom = Prometheus::start("");
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
     let t0 = (now - 300_000) / 1000 * 1000;
-    let key = TargetKey {
-        job: "vllm".into(),
-        instance: "10.0.1.23:8000".into(),
-    };
+    let key = TargetKey { job: "vllm".into(), instance: "10.0.1.23:8000".into() };
     // 70 s window holding five scrapes 15 s apart: Prometheus extrapolates
     // every series by the same factor (the counters start far from zero), so
     // ratios of its rates, and quantiles of its bucket rates, equal ours.
     let window = 70_000;
-    let mut engine = Engine::new(Settings {
-        window_ms: window,
-        ..Settings::default()
-    });
+    let mut engine = Engine::new(Settings { window_ms: window, ..Settings::default() });
     let mut all = Vec::new();
     for i in 0..5 {
         let t = t0 + 15_000 * i;
@@ -246,15 +200,9 @@ fn simulate(concurrency: &str) -> (Proc, String, String) {
         "--output-tokens",
         "102",
     ]);
-    let p = Proc::spawn(
-        "simulate",
-        &mut cmd,
-        dir.join(format!("infertel-sim-{v}.log")),
-    );
+    let p = Proc::spawn("simulate", &mut cmd, dir.join(format!("infertel-sim-{v}.log")));
     let vu = format!("http://127.0.0.1:{v}/metrics");
-    wait_until("simulator up", Duration::from_secs(10), || {
-        matches!(http_get(&vu), Ok((200, _))).then_some(())
-    });
+    wait_until("simulator up", Duration::from_secs(10), || matches!(http_get(&vu), Ok((200, _))).then_some(()));
     (p, vu, format!("http://127.0.0.1:{d}/metrics"))
 }
 
@@ -262,52 +210,16 @@ fn simulate(concurrency: &str) -> (Proc, String, String) {
 fn report_on_the_simulator_passes_at_low_and_fails_at_high_concurrency() {
     let (_low, lv, ld) = simulate("8");
     let (_high, hv, hd) = simulate("64");
-    let h = std::thread::spawn(move || {
-        run_report(&[
-            "--url",
-            &hv,
-            "--url",
-            &hd,
-            "--window",
-            "12s",
-            "--interval",
-            "1s",
-        ])
-    });
-    let low = run_report(&[
-        "--url",
-        &lv,
-        "--url",
-        &ld,
-        "--window",
-        "12s",
-        "--interval",
-        "1s",
-    ]);
+    let h =
+        std::thread::spawn(move || run_report(&["--url", &hv, "--url", &hd, "--window", "12s", "--interval", "1s"]));
+    let low = run_report(&["--url", &lv, "--url", &ld, "--window", "12s", "--interval", "1s"]);
     let high = h.join().unwrap();
     for o in ["ttft_p95", "itl_p95", "queue"] {
-        assert_eq!(
-            verdict(&low, o),
-            "PASS",
-            "8 clients on 16 slots: {o}\n{low:#}"
-        );
+        assert_eq!(verdict(&low, o), "PASS", "8 clients on 16 slots: {o}\n{low:#}");
     }
-    assert_eq!(
-        verdict(&high, "queue"),
-        "FAIL",
-        "64 clients on 16 slots queue\n{high:#}"
-    );
-    assert_eq!(
-        verdict(&high, "ttft_p95"),
-        "FAIL",
-        "queueing pushes TTFT past 300 ms\n{high:#}"
-    );
-    assert!(
-        high["measurements"]["num_requests_waiting_max"]
-            .as_f64()
-            .unwrap()
-            > 0.0
-    );
+    assert_eq!(verdict(&high, "queue"), "FAIL", "64 clients on 16 slots queue\n{high:#}");
+    assert_eq!(verdict(&high, "ttft_p95"), "FAIL", "queueing pushes TTFT past 300 ms\n{high:#}");
+    assert!(high["measurements"]["num_requests_waiting_max"].as_f64().unwrap() > 0.0);
     assert!(rec_ids(&low).contains(&"decode_bound".to_string()));
     assert_eq!(low["targets"].as_array().unwrap().len(), 2);
 }
@@ -316,11 +228,7 @@ fn report_on_the_simulator_passes_at_low_and_fails_at_high_concurrency() {
 fn agent_emits_derived_series_to_prometheus_and_stales_them_when_the_target_goes() {
     let (mut sim, vu, du) = simulate("8");
     let prom = Prometheus::start("");
-    let target = |u: &str| {
-        u.trim_start_matches("http://")
-            .trim_end_matches("/metrics")
-            .to_string()
-    };
+    let target = |u: &str| u.trim_start_matches("http://").trim_end_matches("/metrics").to_string();
     let cfg = format!(
         r#"
 receivers:
@@ -355,43 +263,26 @@ service:
         "infertel_target_schema_info{schema=\"vllm-v1-0.16+\"}",
         "infertel_slo_ok{objective=\"queue\"}",
     ] {
-        wait_until(q, Duration::from_secs(30), || {
-            (!prom.query(q).is_empty()).then_some(())
-        });
+        wait_until(q, Duration::from_secs(30), || (!prom.query(q).is_empty()).then_some(()));
     }
     let share: f64 = parse_prom_float(&prom.query("infertel_decode_share")[0].1);
     assert!(share > 0.9 && share < 1.0, "decode share {share}");
     let l = &prom.query("infertel_decode_share")[0].0;
-    assert_eq!(
-        l.get("model_name").map(String::as_str),
-        Some("Qwen/Qwen2.5-3B-Instruct")
-    );
+    assert_eq!(l.get("model_name").map(String::as_str), Some("Qwen/Qwen2.5-3B-Instruct"));
     assert_eq!(l.get("job").map(String::as_str), Some("vllm"));
     assert!(
-        agent.self_metric(
-            "infertel_processor_inference_skipped_total",
-            &[("reason", "first_window")]
-        ) > 0.0,
+        agent.self_metric("infertel_processor_inference_skipped_total", &[("reason", "first_window")]) > 0.0,
         "first window counted"
     );
-    assert!(
-        prom.query("vllm:generation_tokens_total").len() == 1,
-        "input kept"
-    );
+    assert!(prom.query("vllm:generation_tokens_total").len() == 1, "input kept");
     // The vLLM target disappears: its derived series go stale in Prometheus.
     sim.terminate(Duration::from_secs(5));
     wait_until("derived series stale", Duration::from_secs(30), || {
         prom.query("infertel_decode_share").is_empty().then_some(())
     });
+    assert!(prom.query("infertel_tokens_per_watt").is_empty(), "the join lost its vLLM side");
     assert!(
-        prom.query("infertel_tokens_per_watt").is_empty(),
-        "the join lost its vLLM side"
-    );
-    assert!(
-        agent
-            .proc
-            .log_text()
-            .contains("target speaks vllm-v1-0.16+"),
+        agent.proc.log_text().contains("target speaks vllm-v1-0.16+"),
         "schema logged once:\n{}",
         agent.proc.log_text()
     );

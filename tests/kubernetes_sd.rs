@@ -41,18 +41,12 @@ struct StubApi {
 }
 
 fn matches(pod: &Value, q: &HashMap<String, String>, ns: Option<&str>) -> bool {
-    if let Some(ns) = ns {
-        if pod["metadata"]["namespace"] != ns {
-            return false;
-        }
-    }
-    for term in q
-        .get("fieldSelector")
-        .map(|s| s.as_str())
-        .unwrap_or("")
-        .split(',')
-        .filter(|t| !t.is_empty())
+    if let Some(ns) = ns
+        && pod["metadata"]["namespace"] != ns
     {
+        return false;
+    }
+    for term in q.get("fieldSelector").map(|s| s.as_str()).unwrap_or("").split(',').filter(|t| !t.is_empty()) {
         let (k, v) = term.split_once('=').expect("field selector k=v");
         let got = match k {
             "spec.nodeName" => pod["spec"]["nodeName"].as_str(),
@@ -64,13 +58,7 @@ fn matches(pod: &Value, q: &HashMap<String, String>, ns: Option<&str>) -> bool {
             return false;
         }
     }
-    for term in q
-        .get("labelSelector")
-        .map(|s| s.as_str())
-        .unwrap_or("")
-        .split(',')
-        .filter(|t| !t.is_empty())
-    {
+    for term in q.get("labelSelector").map(|s| s.as_str()).unwrap_or("").split(',').filter(|t| !t.is_empty()) {
         let (k, v) = term.split_once('=').expect("label selector k=v");
         if pod["metadata"]["labels"][k].as_str() != Some(v) {
             return false;
@@ -88,19 +76,13 @@ impl StubApi {
         let addr = l.local_addr().unwrap();
         let (st, wk) = (state.clone(), wake.clone());
         let rt = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap();
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(l).unwrap();
                 let app = axum::Router::new().fallback(
                     move |uri: axum::http::Uri,
                           headers: axum::http::HeaderMap,
-                          axum::extract::Query(q): axum::extract::Query<
-                        HashMap<String, String>,
-                    >| {
+                          axum::extract::Query(q): axum::extract::Query<HashMap<String, String>>| {
                         let (st, wk) = (st.clone(), wk.clone());
                         async move { serve(st, wk, uri.path().to_string(), headers, q).await }
                     },
@@ -108,12 +90,7 @@ impl StubApi {
                 let _ = axum::serve(listener, app).await;
             });
         });
-        StubApi {
-            addr,
-            state,
-            wake,
-            _rt: rt,
-        }
+        StubApi { addr, state, wake, _rt: rt }
     }
 
     fn record(&self, kind: &'static str, mut pod: Value) {
@@ -209,32 +186,15 @@ async fn serve(
         _ => return (axum::http::StatusCode::NOT_FOUND, "stub serves pods only").into_response(),
     };
     let watch = matches!(q.get("watch").map(|s| s.as_str()), Some("true" | "1"));
-    let auth = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
-    st.lock().unwrap().requests.push((
-        if watch { "watch" } else { "list" }.into(),
-        path.clone(),
-        q.clone(),
-        auth,
-    ));
+    let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    st.lock().unwrap().requests.push((if watch { "watch" } else { "list" }.into(), path.clone(), q.clone(), auth));
     if !watch {
         let s = st.lock().unwrap();
-        let items: Vec<Value> = s
-            .pods
-            .values()
-            .filter(|p| matches(p, &q, ns.as_deref()))
-            .cloned()
-            .collect();
+        let items: Vec<Value> = s.pods.values().filter(|p| matches(p, &q, ns.as_deref())).cloned().collect();
         let body = json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": s.rv.to_string()}, "items": items});
         return ([("content-type", "application/json")], body.to_string()).into_response();
     }
-    let from: u64 = q
-        .get("resourceVersion")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let from: u64 = q.get("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::convert::Infallible>>(64);
     let mut woken = wake.subscribe();
     tokio::spawn(async move {
@@ -279,17 +239,17 @@ async fn serve(
             }
         }
     });
-    let body =
-        axum::body::Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|c| (c, rx))
-        }));
+    let body = axum::body::Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|c| (c, rx))
+    }));
     ([("content-type", "application/json")], body).into_response()
 }
 
 fn pod(name: &str, node: &str, scrape_port: Option<u16>, path: &str) -> Value {
     let mut annotations = json!({});
     if let Some(p) = scrape_port {
-        annotations = json!({"prometheus.io/scrape": "true", "prometheus.io/port": p.to_string(), "prometheus.io/path": path});
+        annotations =
+            json!({"prometheus.io/scrape": "true", "prometheus.io/port": p.to_string(), "prometheus.io/path": path});
     }
     json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -356,8 +316,7 @@ service:
     )
 }
 
-const BODY: &str =
-    "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} 3\n";
+const BODY: &str = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} 3\n";
 
 fn present(prom: &Prometheus, q: &str) -> bool {
     !prom.query(q).is_empty()
@@ -377,11 +336,7 @@ fn pods_come_and_go_with_list_and_watch() {
     let prom = Prometheus::start("");
     let dir = tempfile::tempdir().unwrap();
     let kc = api.kubeconfig(dir.path());
-    let cfg = config(
-        &kc,
-        "              namespaces: {names: [inference]}",
-        &prom.write_url(),
-    );
+    let cfg = config(&kc, "              namespaces: {names: [inference]}", &prom.write_url());
     let agent = Agent::start_with_env(&cfg, &[("K8S_NODE_NAME", "gpu-node-1")]);
     let t = Duration::from_secs(30);
 
@@ -420,11 +375,7 @@ fn pods_come_and_go_with_list_and_watch() {
     assert_eq!(got[0].0, want);
     assert_eq!(got[0].1, "1");
     wait_until("vllm-a's vLLM series", t, || {
-        present(
-            &prom,
-            "vllm:num_requests_running{pod=\"vllm-a\",model_name=\"m\"}",
-        )
-        .then_some(())
+        present(&prom, "vllm:num_requests_running{pod=\"vllm-a\",model_name=\"m\"}").then_some(())
     });
     assert!(targets.hits("/a") > 0);
 
@@ -433,36 +384,22 @@ fn pods_come_and_go_with_list_and_watch() {
     assert!(!lists.is_empty());
     for (path, q, auth) in lists.iter().chain(api.requests("watch").iter()) {
         assert_eq!(path, "/api/v1/namespaces/inference/pods");
-        assert_eq!(
-            q.get("fieldSelector").map(String::as_str),
-            Some("spec.nodeName=gpu-node-1"),
-            "{q:?}"
-        );
+        assert_eq!(q.get("fieldSelector").map(String::as_str), Some("spec.nodeName=gpu-node-1"), "{q:?}");
         assert_eq!(auth, "Bearer stub-token");
     }
 
     // 2. ADDED over the watch.
     api.add(pod("vllm-b", "gpu-node-1", Some(port), "/b"));
-    wait_until("vllm-b scraped", t, || {
-        present(&prom, "up{pod=\"vllm-b\"}").then_some(())
-    });
-    assert!(
-        api.requests("list").len() == lists.len(),
-        "an ADDED event must not need a re-list"
-    );
+    wait_until("vllm-b scraped", t, || present(&prom, "up{pod=\"vllm-b\"}").then_some(()));
+    assert!(api.requests("list").len() == lists.len(), "an ADDED event must not need a re-list");
 
     // 3. MODIFIED: vllm-b opts out (target gone, series stale); vllm-a turns
     // unready (its labels change: old target stale, new one scraped).
-    api.modify("inference", "vllm-b", |p| {
-        p["metadata"]["annotations"]["prometheus.io/scrape"] = json!("false")
-    });
-    api.modify("inference", "vllm-a", |p| {
-        p["status"]["conditions"][0]["status"] = json!("False")
-    });
+    api.modify("inference", "vllm-b", |p| p["metadata"]["annotations"]["prometheus.io/scrape"] = json!("false"));
+    api.modify("inference", "vllm-a", |p| p["status"]["conditions"][0]["status"] = json!("False"));
     wait_until("vllm-b stale", t, || {
-        (!present(&prom, "up{pod=\"vllm-b\"}")
-            && !present(&prom, "vllm:num_requests_running{pod=\"vllm-b\"}"))
-        .then_some(())
+        (!present(&prom, "up{pod=\"vllm-b\"}") && !present(&prom, "vllm:num_requests_running{pod=\"vllm-b\"}"))
+            .then_some(())
     });
     wait_until("vllm-a relabelled unready", t, || {
         (present(&prom, "up{pod=\"vllm-a\",k8s_ready=\"false\"}")
@@ -473,23 +410,16 @@ fn pods_come_and_go_with_list_and_watch() {
     // 4. DELETED.
     api.delete("inference", "vllm-a");
     wait_until("vllm-a stale after delete", t, || {
-        (!present(&prom, "up{pod=\"vllm-a\"}")
-            && !present(&prom, "vllm:num_requests_running{pod=\"vllm-a\"}"))
-        .then_some(())
+        (!present(&prom, "up{pod=\"vllm-a\"}") && !present(&prom, "vllm:num_requests_running{pod=\"vllm-a\"}"))
+            .then_some(())
     });
 
     // 5. A plain dropped watch resumes from the last version, without a re-list.
     let lists_before = api.requests("list").len();
     api.drop_watches(false);
     api.add(pod("vllm-c", "gpu-node-1", Some(port), "/c"));
-    wait_until("vllm-c scraped after a resumed watch", t, || {
-        present(&prom, "up{pod=\"vllm-c\"}").then_some(())
-    });
-    assert_eq!(
-        api.requests("list").len(),
-        lists_before,
-        "a resumable watch must not re-list"
-    );
+    wait_until("vllm-c scraped after a resumed watch", t, || present(&prom, "up{pod=\"vllm-c\"}").then_some(()));
+    assert_eq!(api.requests("list").len(), lists_before, "a resumable watch must not re-list");
 
     // 6. A watch that drops while history is compacted: the resume answers
     // 410 Gone, the agent re-lists, and the listed set replaces the old one:
@@ -501,32 +431,14 @@ fn pods_come_and_go_with_list_and_watch() {
         s.pods.remove(&("inference".into(), "vllm-c".into()));
     }
     api.add(pod("vllm-d", "gpu-node-1", Some(port), "/d"));
-    wait_until("vllm-d scraped after re-list", t, || {
-        present(&prom, "up{pod=\"vllm-d\"}").then_some(())
-    });
-    wait_until("vllm-c stale after re-list", t, || {
-        (!present(&prom, "up{pod=\"vllm-c\"}")).then_some(())
-    });
-    assert!(
-        api.state.lock().unwrap().gone_answers >= 1,
-        "the stub never answered 410"
-    );
-    assert!(
-        api.requests("list").len() > lists_before,
-        "no re-list after 410"
-    );
-    assert!(
-        agent.self_metric(
-            "infertel_receiver_discovery_errors_total",
-            &[("job", "kubernetes-pods")]
-        ) >= 1.0
-    );
+    wait_until("vllm-d scraped after re-list", t, || present(&prom, "up{pod=\"vllm-d\"}").then_some(()));
+    wait_until("vllm-c stale after re-list", t, || (!present(&prom, "up{pod=\"vllm-c\"}")).then_some(()));
+    assert!(api.state.lock().unwrap().gone_answers >= 1, "the stub never answered 410");
+    assert!(api.requests("list").len() > lists_before, "no re-list after 410");
+    assert!(agent.self_metric("infertel_receiver_discovery_errors_total", &[("job", "kubernetes-pods")]) >= 1.0);
 
     // Pods on other nodes or without the annotation were never scraped.
-    assert!(
-        prom.query("count_over_time(up{pod=~\"elsewhere|no-scrape\"}[10m])")
-            .is_empty()
-    );
+    assert!(prom.query("count_over_time(up{pod=~\"elsewhere|no-scrape\"}[10m])").is_empty());
     assert_eq!(targets.hits("/x"), 0);
 }
 
@@ -543,18 +455,10 @@ fn resync_replaces_a_set_that_missed_an_event() {
     let cfg = config(&kc, "              resync_interval: 2s", &prom.write_url());
     let _agent = Agent::start_with_env(&cfg, &[("K8S_NODE_NAME", "gpu-node-1")]);
     let t = Duration::from_secs(30);
-    wait_until("vllm-a scraped", t, || {
-        present(&prom, "up{pod=\"vllm-a\"}").then_some(())
-    });
-    assert!(
-        api.requests("list")
-            .iter()
-            .all(|(p, _, _)| p == "/api/v1/pods")
-    );
+    wait_until("vllm-a scraped", t, || present(&prom, "up{pod=\"vllm-a\"}").then_some(()));
+    assert!(api.requests("list").iter().all(|(p, _, _)| p == "/api/v1/pods"));
     // The pod disappears and no watch event says so: only a resync can notice.
     api.vanish("inference", "vllm-a");
-    wait_until("vllm-a stale after resync", t, || {
-        (!present(&prom, "up{pod=\"vllm-a\"}")).then_some(())
-    });
+    wait_until("vllm-a stale after resync", t, || (!present(&prom, "up{pod=\"vllm-a\"}")).then_some(()));
     assert!(api.requests("list").len() >= 2);
 }

@@ -37,10 +37,7 @@ service:
 }
 
 fn skipped(agent: &Agent) -> f64 {
-    agent.self_metric(
-        "infertel_receiver_skipped_scrapes_total",
-        &[("reason", "memory_limit"), ("job", "m")],
-    )
+    agent.self_metric("infertel_receiver_skipped_scrapes_total", &[("reason", "memory_limit"), ("job", "m")])
 }
 
 #[test]
@@ -50,32 +47,14 @@ fn a_limit_below_the_resident_set_skips_scrapes_without_up_0_and_a_raised_limit_
     let prom = Prometheus::start("");
     let target = t.addr.to_string();
     // 1 MiB: the agent is always above it.
-    let low = config(
-        &target,
-        &prom.write_url(),
-        "{check_interval: 100ms, limit_mib: 1}",
-        "/c",
-    );
+    let low = config(&target, &prom.write_url(), "{check_interval: 100ms, limit_mib: 1}", "/c");
     let mut agent = Agent::start(&low);
-    wait_until("skipped scrapes counted", Duration::from_secs(20), || {
-        (skipped(&agent) >= 10.0).then_some(())
-    });
-    assert_eq!(
-        t.hits("/c"),
-        0,
-        "no scrape was made while the limiter refuses"
-    );
+    wait_until("skipped scrapes counted", Duration::from_secs(20), || (skipped(&agent) >= 10.0).then_some(()));
+    assert_eq!(t.hits("/c"), 0, "no scrape was made while the limiter refuses");
     let rss = agent.self_metric("infertel_processor_memory_limiter_rss_bytes", &[]);
-    assert!(
-        rss > 1024.0 * 1024.0,
-        "the limiter measured the resident set: {rss}"
-    );
+    assert!(rss > 1024.0 * 1024.0, "the limiter measured the resident set: {rss}");
     // No `up` at all for the skipped scrapes (not up=0), no data.
-    assert!(
-        prom.raw("up", "5m").is_empty(),
-        "a skipped scrape produces no up sample: {:?}",
-        prom.raw("up", "5m")
-    );
+    assert!(prom.raw("up", "5m").is_empty(), "a skipped scrape produces no up sample: {:?}", prom.raw("up", "5m"));
     assert!(prom.raw("ml_total", "5m").is_empty());
     let log = agent.proc.log_text();
     assert!(log.contains("memory above the soft limit"), "{log}");
@@ -83,45 +62,18 @@ fn a_limit_below_the_resident_set_skips_scrapes_without_up_0_and_a_raised_limit_
     let skipped_low = skipped(&agent);
 
     // A reload raises the limit: scraping resumes.
-    agent.write_config(&config(
-        &target,
-        &prom.write_url(),
-        "{check_interval: 100ms, limit_mib: 100000}",
-        "/c",
-    ));
+    agent.write_config(&config(&target, &prom.write_url(), "{check_interval: 100ms, limit_mib: 100000}", "/c"));
     agent.reload();
-    wait_until(
-        "scrapes resumed after the reload",
-        Duration::from_secs(30),
-        || (prom.raw("ml_total", "5m").len() == 10 && t.hits("/c") >= 5).then_some(()),
-    );
-    assert_eq!(
-        agent.self_metric("infertel_config_reloads_total", &[("result", "success")]),
-        1.0
-    );
-    let ups: Vec<f64> = prom
-        .raw("up", "5m")
-        .into_iter()
-        .flat_map(|(_, v)| v)
-        .filter(|v| !v.is_nan())
-        .collect();
-    assert!(
-        !ups.is_empty() && ups.iter().all(|v| *v == 1.0),
-        "every up sample is 1: {ups:?}"
-    );
+    wait_until("scrapes resumed after the reload", Duration::from_secs(30), || {
+        (prom.raw("ml_total", "5m").len() == 10 && t.hits("/c") >= 5).then_some(())
+    });
+    assert_eq!(agent.self_metric("infertel_config_reloads_total", &[("result", "success")]), 1.0);
+    let ups: Vec<f64> = prom.raw("up", "5m").into_iter().flat_map(|(_, v)| v).filter(|v| !v.is_nan()).collect();
+    assert!(!ups.is_empty() && ups.iter().all(|v| *v == 1.0), "every up sample is 1: {ups:?}");
     let skipped_after = skipped(&agent);
     std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(
-        skipped(&agent),
-        skipped_after,
-        "no scrape skipped under the raised limit"
-    );
-    assert_eq!(
-        agent.proc.terminate(Duration::from_secs(20)),
-        Some(0),
-        "{}",
-        agent.proc.log_text()
-    );
+    assert_eq!(skipped(&agent), skipped_after, "no scrape skipped under the raised limit");
+    assert_eq!(agent.proc.terminate(Duration::from_secs(20)), Some(0), "{}", agent.proc.log_text());
     eprintln!(
         "memory_limiter: {skipped_low} scrapes skipped at limit_mib 1 (resident {} MiB), 0 after raising it",
         rss / 1048576.0
@@ -147,10 +99,7 @@ fn a_slow_backend_keeps_memory_under_the_limit_and_counts_what_is_dropped() {
         std::thread::sleep(Duration::from_millis(250));
     }
     let m = agent.self_metrics();
-    let skipped = m.sum(
-        "infertel_receiver_skipped_scrapes_total",
-        &[("reason", "memory_limit")],
-    );
+    let skipped = m.sum("infertel_receiver_skipped_scrapes_total", &[("reason", "memory_limit")]);
     let refused = m.sum("infertel_processor_memory_limiter_refused_total", &[]);
     let dropped = m.sum("infertel_exporter_dropped_samples_total", &[]);
     let scraped = m.sum("infertel_receiver_scraped_samples_total", &[]);
@@ -164,15 +113,8 @@ fn a_slow_backend_keeps_memory_under_the_limit_and_counts_what_is_dropped() {
     // The spike headroom (limit - soft limit, 16 MiB) is the margin: the
     // resident set stays under the hard limit. Without the limiter (limit
     // 100000 MiB) the same run reached 66 MiB here (debug build).
-    assert!(
-        max_rss < LIMIT_MIB * 1048576,
-        "RSS {} MiB over the limit {LIMIT_MIB} MiB",
-        max_rss / 1048576
-    );
-    assert!(
-        skipped > 0.0,
-        "the limiter engaged: scrapes were skipped and counted"
-    );
+    assert!(max_rss < LIMIT_MIB * 1048576, "RSS {} MiB over the limit {LIMIT_MIB} MiB", max_rss / 1048576);
+    assert!(skipped > 0.0, "the limiter engaged: scrapes were skipped and counted");
     assert!(scraped > 0.0 && sent > 0.0);
     let _ = agent.proc.terminate(Duration::from_secs(20));
 }

@@ -34,14 +34,16 @@ fn names(fixture: &str) -> String {
     let cfg = dir.path().join("c.yaml");
     std::fs::write(&cfg, CONFIG).unwrap();
     let f = shared_dir().join("fixtures/real").join(fixture);
-    let out = Command::new(infertel_bin()).arg("names").arg("--config").arg(&cfg).arg("--target").arg(&f).output().unwrap();
+    let out =
+        Command::new(infertel_bin()).arg("names").arg("--config").arg(&cfg).arg("--target").arg(&f).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
     text
 }
 
 fn section<'a>(text: &'a str, exporter: &str) -> &'a str {
-    let start = text.find(&format!("exporter {exporter} ")).unwrap_or_else(|| panic!("no section for {exporter}:\n{text}"));
+    let start =
+        text.find(&format!("exporter {exporter} ")).unwrap_or_else(|| panic!("no section for {exporter}:\n{text}"));
     let rest = &text[start..];
     &rest[..rest.find("\n\n").unwrap_or(rest.len())]
 }

@@ -42,19 +42,10 @@ const USER_DATA: &[&str] = &["headers", "labels", "params", "external_labels"];
 
 /// Maps from component id (`type[/name]`) to a config: the component
 /// sections and the pipelines. Their children are named by type.
-const ID_MAPS: &[&str] = &[
-    "receivers",
-    "processors",
-    "exporters",
-    "extensions",
-    "service.pipelines",
-];
+const ID_MAPS: &[&str] = &["receivers", "processors", "exporters", "extensions", "service.pipelines"];
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repo root")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
 }
 
 /// Relative paths in the configs (CA and secret files) are relative to the
@@ -65,10 +56,7 @@ fn in_repo_root() {
 }
 
 fn lookup(name: &str) -> Option<String> {
-    TEST_ENV
-        .iter()
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.to_string())
+    TEST_ENV.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
 }
 
 fn read(path: &str) -> String {
@@ -90,10 +78,7 @@ fn config_files() -> Vec<String> {
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
     files.sort();
-    assert!(
-        files.iter().any(|f| f == REFERENCE),
-        "{REFERENCE} is missing; found {files:?}"
-    );
+    assert!(files.iter().any(|f| f == REFERENCE), "{REFERENCE} is missing; found {files:?}");
     files
 }
 
@@ -101,16 +86,8 @@ fn config_files() -> Vec<String> {
 fn every_config_loads_without_errors_or_warnings() {
     for file in config_files() {
         match load_str(&file, &read(&file), &lookup) {
-            Ok(l) => assert!(
-                l.warnings.is_empty(),
-                "{file}: warnings:\n{}",
-                show(&l.warnings)
-            ),
-            Err(r) => panic!(
-                "{file}: errors:\n{}warnings:\n{}",
-                show(&r.errors),
-                show(&r.warnings)
-            ),
+            Ok(l) => assert!(l.warnings.is_empty(), "{file}: warnings:\n{}", show(&l.warnings)),
+            Err(r) => panic!("{file}: errors:\n{}warnings:\n{}", show(&r.errors), show(&r.warnings)),
         }
     }
 }
@@ -133,10 +110,7 @@ fn every_config_passes_infertel_validate() {
             out.status,
             String::from_utf8_lossy(&out.stdout)
         );
-        assert!(
-            !stderr.contains("warning"),
-            "infertel validate --config {file} warns:\n{stderr}"
-        );
+        assert!(!stderr.contains("warning"), "infertel validate --config {file} warns:\n{stderr}");
     }
 }
 
@@ -160,27 +134,16 @@ struct Site {
 fn key_str(k: &Value) -> String {
     match k {
         Value::String(s) => s.clone(),
-        other => serde_yaml::to_string(other)
-            .unwrap_or_default()
-            .trim()
-            .to_string(),
+        other => serde_yaml::to_string(other).unwrap_or_default().trim().to_string(),
     }
 }
 
 fn child_kind(kind: &str, key: &str) -> String {
-    if kind.is_empty() {
-        key.to_string()
-    } else {
-        format!("{kind}.{key}")
-    }
+    if kind.is_empty() { key.to_string() } else { format!("{kind}.{key}") }
 }
 
 fn collect_struct(map: &serde_yaml::Mapping, path: &mut Vec<Seg>, kind: &str, out: &mut Vec<Site>) {
-    out.push(Site {
-        path: path.clone(),
-        kind: kind.to_string(),
-        keys: map.keys().map(key_str).collect(),
-    });
+    out.push(Site { path: path.clone(), kind: kind.to_string(), keys: map.keys().map(key_str).collect() });
     for (k, v) in map {
         let key = key_str(k);
         if USER_DATA.contains(&key.as_str()) {
@@ -244,11 +207,7 @@ fn show_path(path: &[Seg]) -> String {
             Seg::Index(i) => s.push_str(&format!("[{i}]")),
         }
     }
-    if s.is_empty() {
-        "(top level)".into()
-    } else {
-        s
-    }
+    if s.is_empty() { "(top level)".into() } else { s }
 }
 
 /// The keys serde lists after "unknown field `zz_probe_key`, ": `expected
@@ -256,13 +215,7 @@ fn show_path(path: &[Seg]) -> String {
 fn accepted_keys(message: &str) -> Option<BTreeSet<String>> {
     let marker = format!("unknown field `{PROBE}`");
     let rest = &message[message.find(&marker)? + marker.len()..];
-    Some(
-        rest.split('`')
-            .skip(1)
-            .step_by(2)
-            .map(str::to_string)
-            .collect(),
-    )
+    Some(rest.split('`').skip(1).step_by(2).map(str::to_string).collect())
 }
 
 #[test]
@@ -278,17 +231,12 @@ fn every_accepted_key_is_documented_in_the_reference() {
     let mut documented: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut problems = Vec::new();
     for site in &sites {
-        documented
-            .entry(site.kind.clone())
-            .or_default()
-            .extend(site.keys.iter().cloned());
+        documented.entry(site.kind.clone()).or_default().extend(site.keys.iter().cloned());
         let mut probed = root.clone();
         mapping_at(&mut probed, &site.path).insert(Value::from(PROBE), Value::from(1));
         // The values are already expanded: escape every `$` so that
         // load_str's own expansion gives back exactly this text.
-        let text = serde_yaml::to_string(&probed)
-            .expect("serialize")
-            .replace('$', "$$");
+        let text = serde_yaml::to_string(&probed).expect("serialize").replace('$', "$$");
         let at = show_path(&site.path);
         match load_str(REFERENCE, &text, &lookup) {
             Ok(_) => problems.push(format!(
@@ -296,7 +244,8 @@ fn every_accepted_key_is_documented_in_the_reference() {
             )),
             Err(r) => match r.errors.iter().find_map(|e| accepted_keys(&e.message)) {
                 Some(keys) => accepted.entry(site.kind.clone()).or_default().extend(keys),
-                None => problems.push(format!("{at}: probing with `{PROBE}: 1` gave an unexpected error:\n{}", show(&r.errors))),
+                None => problems
+                    .push(format!("{at}: probing with `{PROBE}: 1` gave an unexpected error:\n{}", show(&r.errors))),
             },
         }
     }
@@ -323,19 +272,13 @@ fn every_accepted_key_is_documented_in_the_reference() {
     for (section, types) in known {
         for ty in types {
             if !accepted.contains_key(&format!("{section}.{ty}")) {
-                problems.push(format!("{section}.{ty}: this component type has no instance (with its keys) in {REFERENCE}"));
+                problems.push(format!(
+                    "{section}.{ty}: this component type has no instance (with its keys) in {REFERENCE}"
+                ));
             }
         }
     }
 
-    assert!(
-        accepted.len() >= 20,
-        "suspiciously few struct kinds probed: {:?}",
-        accepted.keys()
-    );
-    assert!(
-        problems.is_empty(),
-        "{REFERENCE} is out of step with the code:\n{}",
-        problems.join("\n")
-    );
+    assert!(accepted.len() >= 20, "suspiciously few struct kinds probed: {:?}", accepted.keys());
+    assert!(problems.is_empty(), "{REFERENCE} is out of step with the code:\n{}", problems.join("\n"));
 }

@@ -33,10 +33,7 @@ fn self_points(rx: &OtlpReceiver, transport: &str) -> Vec<(f64, Point)> {
 }
 
 fn now_s() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64()
 }
 
 fn config(targets: &Targets, rx: &OtlpReceiver, readers: &str) -> String {
@@ -98,20 +95,13 @@ fn self_metrics_arrive_over_grpc_and_http_matching_the_prometheus_endpoint() {
     let agent = Agent::start(&config(&targets, &rx, &readers));
 
     // Both transports carried both counters with non-zero values.
-    wait_until(
-        "self-metrics over both transports",
-        Duration::from_secs(30),
-        || {
-            let ok = ["grpc", "http"].iter().all(|t| {
-                let pts = self_points(&rx, t);
-                [SCRAPED, SENT].iter().all(|m| {
-                    pts.iter()
-                        .any(|(_, p)| p.metric == *m && p.value.unwrap_or(0.0) > 0.0)
-                })
-            });
-            ok.then_some(())
-        },
-    );
+    wait_until("self-metrics over both transports", Duration::from_secs(30), || {
+        let ok = ["grpc", "http"].iter().all(|t| {
+            let pts = self_points(&rx, t);
+            [SCRAPED, SENT].iter().all(|m| pts.iter().any(|(_, p)| p.metric == *m && p.value.unwrap_or(0.0) > 0.0))
+        });
+        ok.then_some(())
+    });
 
     for transport in ["grpc", "http"] {
         // Read the endpoint, wait for an export collected after that read
@@ -131,10 +121,7 @@ fn self_metrics_arrive_over_grpc_and_http_matching_the_prometheus_endpoint() {
             if fresh.iter().any(|p| p.metric == SENT) && fresh.iter().any(|p| p.metric == SCRAPED) {
                 break fresh;
             }
-            assert!(
-                Instant::now() < deadline,
-                "no {transport} export after {t_before}"
-            );
+            assert!(Instant::now() < deadline, "no {transport} export after {t_before}");
             std::thread::sleep(Duration::from_millis(100));
         };
         let after = agent.self_metrics();
@@ -148,13 +135,7 @@ fn self_metrics_arrive_over_grpc_and_http_matching_the_prometheus_endpoint() {
                     .iter()
                     .find(|p| p.metric == metric && &p.attrs == labels)
                     .unwrap_or_else(|| panic!("{transport}: no {metric}{labels:?} in {fresh:#?}"));
-                let hi = after.sum(
-                    metric,
-                    &labels
-                        .iter()
-                        .map(|(k, v)| (k.as_str(), v.as_str()))
-                        .collect::<Vec<_>>(),
-                );
+                let hi = after.sum(metric, &labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect::<Vec<_>>());
                 let v = p.value.unwrap();
                 assert!(
                     *lo <= v && v <= hi,
@@ -164,18 +145,9 @@ fn self_metrics_arrive_over_grpc_and_http_matching_the_prometheus_endpoint() {
                 assert_eq!(p.kind, "sum", "{metric}");
                 assert!(p.monotonic, "{metric} must be a monotonic Sum");
                 assert!(p.cumulative, "{metric} must be cumulative");
-                assert_eq!(
-                    p.resource.get("service.name").map(String::as_str),
-                    Some("infertel")
-                );
-                assert_eq!(
-                    p.resource.get("service.version").map(String::as_str),
-                    Some(env!("CARGO_PKG_VERSION"))
-                );
-                assert!(
-                    p.description.len() > 3,
-                    "{metric}: description (HELP) missing"
-                );
+                assert_eq!(p.resource.get("service.name").map(String::as_str), Some("infertel"));
+                assert_eq!(p.resource.get("service.version").map(String::as_str), Some(env!("CARGO_PKG_VERSION")));
+                assert!(p.description.len() > 3, "{metric}: description (HELP) missing");
             }
         }
         // The labels are exactly the endpoint's.
@@ -187,35 +159,16 @@ fn self_metrics_arrive_over_grpc_and_http_matching_the_prometheus_endpoint() {
         );
         assert_eq!(scraped.attrs["job"], "small");
         let sent = fresh.iter().find(|p| p.metric == SENT).unwrap();
-        assert_eq!(
-            sent.attrs.get("exporter").map(String::as_str),
-            Some("otlp"),
-            "{sent:?}"
-        );
+        assert_eq!(sent.attrs.get("exporter").map(String::as_str), Some("otlp"), "{sent:?}");
         // Histograms: an SDK Histogram with the registry's bounds, its count
         // between the two reads of `_count`.
         const DUR: &str = "infertel_exporter_send_duration_seconds";
-        let h = fresh
-            .iter()
-            .find(|p| p.metric == DUR)
-            .unwrap_or_else(|| panic!("{transport}: no {DUR}"));
+        let h = fresh.iter().find(|p| p.metric == DUR).unwrap_or_else(|| panic!("{transport}: no {DUR}"));
         assert_eq!(h.kind, "histogram");
         assert!(h.cumulative);
-        assert_eq!(
-            h.bounds,
-            [
-                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0
-            ]
-        );
-        let f: Vec<(&str, &str)> = h
-            .attrs
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        let (lo, hi) = (
-            before.sum(&format!("{DUR}_count"), &f),
-            after.sum(&format!("{DUR}_count"), &f),
-        );
+        assert_eq!(h.bounds, [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]);
+        let f: Vec<(&str, &str)> = h.attrs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let (lo, hi) = (before.sum(&format!("{DUR}_count"), &f), after.sum(&format!("{DUR}_count"), &f));
         assert!(
             lo > 0.0 && lo <= h.count as f64 && h.count as f64 <= hi,
             "{transport} {DUR}{f:?}: count {} not within [{lo}, {hi}]",
@@ -226,9 +179,7 @@ fn self_metrics_arrive_over_grpc_and_http_matching_the_prometheus_endpoint() {
         assert!(
             fresh
                 .iter()
-                .any(|p| p.metric == "infertel_receiver_target_up"
-                    && p.kind == "gauge"
-                    && p.value == Some(1.0))
+                .any(|p| p.metric == "infertel_receiver_target_up" && p.kind == "gauge" && p.value == Some(1.0))
         );
     }
 
@@ -238,16 +189,9 @@ fn self_metrics_arrive_over_grpc_and_http_matching_the_prometheus_endpoint() {
         reqs.iter()
             .filter(|r| {
                 r.transport == t
-                    && r.points().iter().any(|p| {
-                        p.resource.get("service.name").map(String::as_str) == Some("infertel")
-                    })
+                    && r.points().iter().any(|p| p.resource.get("service.name").map(String::as_str) == Some("infertel"))
             })
-            .filter_map(|r| {
-                r.headers
-                    .get("x-tenant")
-                    .and_then(|v| v.as_str())
-                    .map(String::from)
-            })
+            .filter_map(|r| r.headers.get("x-tenant").and_then(|v| v.as_str()).map(String::from))
             .next()
     };
     assert_eq!(header("grpc").as_deref(), Some("self"));
@@ -267,30 +211,13 @@ fn shutdown_flushes_the_last_values() {
         http = rx.http_base(),
     );
     let mut agent = Agent::start(&config(&targets, &rx, &readers));
-    wait_until("two scrapes", Duration::from_secs(20), || {
-        (agent.self_metric(SCRAPED, &[]) >= 10.0).then_some(())
-    });
-    assert!(
-        self_points(&rx, "http").is_empty(),
-        "exported before the interval"
-    );
+    wait_until("two scrapes", Duration::from_secs(20), || (agent.self_metric(SCRAPED, &[]) >= 10.0).then_some(()));
+    assert!(self_points(&rx, "http").is_empty(), "exported before the interval");
     let last = agent.self_metric(SCRAPED, &[]);
-    assert_eq!(
-        agent.proc.terminate(Duration::from_secs(20)),
-        Some(0),
-        "{}",
-        agent.proc.log_text()
-    );
+    assert_eq!(agent.proc.terminate(Duration::from_secs(20)), Some(0), "{}", agent.proc.log_text());
     let pts = self_points(&rx, "http");
-    let v: f64 = pts
-        .iter()
-        .filter(|(_, p)| p.metric == SCRAPED)
-        .map(|(_, p)| p.value.unwrap())
-        .sum();
-    assert!(
-        v >= last && v > 0.0,
-        "flushed {SCRAPED} {v}, /metrics said {last} before the stop: {pts:#?}"
-    );
+    let v: f64 = pts.iter().filter(|(_, p)| p.metric == SCRAPED).map(|(_, p)| p.value.unwrap()).sum();
+    assert!(v >= last && v > 0.0, "flushed {SCRAPED} {v}, /metrics said {last} before the stop: {pts:#?}");
 }
 
 #[test]
@@ -313,22 +240,12 @@ fn a_dead_endpoint_is_counted_and_logged_and_the_agent_keeps_running() {
     const EXPORTS: &str = "infertel_self_telemetry_exports_total";
     let dead_url = format!("{dead}/v1/metrics");
     wait_until("failed exports counted", Duration::from_secs(20), || {
-        (agent.self_metric(EXPORTS, &[("endpoint", &dead_url), ("result", "failure")]) >= 2.0)
-            .then_some(())
+        (agent.self_metric(EXPORTS, &[("endpoint", &dead_url), ("result", "failure")]) >= 2.0).then_some(())
     });
     let m = agent.self_metrics();
-    assert_eq!(
-        m.sum(EXPORTS, &[("endpoint", &dead_url), ("result", "success")]),
-        0.0
-    );
+    assert_eq!(m.sum(EXPORTS, &[("endpoint", &dead_url), ("result", "success")]), 0.0);
     // The healthy reader is unaffected, and reports the dead one's failures.
-    let ok = m.sum(
-        EXPORTS,
-        &[
-            ("endpoint", &format!("http://{}", rx.grpc_endpoint())),
-            ("result", "success"),
-        ],
-    );
+    let ok = m.sum(EXPORTS, &[("endpoint", &format!("http://{}", rx.grpc_endpoint())), ("result", "success")]);
     assert!(ok >= 1.0, "grpc reader successes: {ok}");
     let pts = self_points(&rx, "grpc");
     assert!(
@@ -339,9 +256,5 @@ fn a_dead_endpoint_is_counted_and_logged_and_the_agent_keeps_running() {
     );
     let log = agent.proc.log_text();
     assert!(log.contains("self-metrics OTLP export failed"), "{log}");
-    assert_eq!(
-        log.matches("self-metrics OTLP export failed").count(),
-        1,
-        "warned more than once: {log}"
-    );
+    assert_eq!(log.matches("self-metrics OTLP export failed").count(), 1, "warned more than once: {log}");
 }

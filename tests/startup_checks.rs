@@ -61,28 +61,15 @@ struct Out {
 
 fn write_cfg(dir: &Path, text: &str) -> PathBuf {
     let p = dir.join("infertel.yaml");
-    std::fs::write(
-        &p,
-        text.replace("{{TELEMETRY}}", &format!("127.0.0.1:{}", free_port())),
-    )
-    .unwrap();
+    std::fs::write(&p, text.replace("{{TELEMETRY}}", &format!("127.0.0.1:{}", free_port()))).unwrap();
     p
 }
 
 fn check(cfg: &Path) -> Out {
-    let o = Command::new(infertel_bin())
-        .arg("check")
-        .arg("--config")
-        .arg(cfg)
-        .output()
-        .expect("run infertel check");
+    let o = Command::new(infertel_bin()).arg("check").arg("--config").arg(cfg).output().expect("run infertel check");
     Out {
         code: o.status.code(),
-        text: format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
+        text: format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),
     }
 }
 
@@ -90,21 +77,12 @@ fn check(cfg: &Path) -> Out {
 /// or it is still running (None) and is returned for more checks.
 fn run(cfg: &Path, dir: &Path, within: Duration) -> (Option<Out>, Option<Proc>) {
     let mut cmd = Command::new(infertel_bin());
-    cmd.arg("run")
-        .arg("--config")
-        .arg(cfg)
-        .env("RUST_LOG", "info");
+    cmd.arg("run").arg("--config").arg(cfg).env("RUST_LOG", "info");
     let mut p = Proc::spawn("infertel", &mut cmd, dir.join("run.log"));
     let deadline = Instant::now() + within;
     while Instant::now() < deadline {
         if let Ok(Some(st)) = p.child.try_wait() {
-            return (
-                Some(Out {
-                    code: st.code(),
-                    text: p.log_text(),
-                }),
-                None,
-            );
+            return (Some(Out { code: st.code(), text: p.log_text() }), None);
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -144,104 +122,41 @@ struct Case {
 fn assert_case(c: &Case) {
     let dir = tempfile::tempdir().unwrap();
     let health = free_port();
-    let cfg = write_cfg(
-        dir.path(),
-        &config(&c.exporter, c.id, health, "127.0.0.1:9"),
-    );
+    let cfg = write_cfg(dir.path(), &config(&c.exporter, c.id, health, "127.0.0.1:9"));
     let out = check(&cfg);
-    assert_eq!(
-        out.code,
-        Some(c.check_code),
-        "{}: check exit code\n{}",
-        c.name,
-        out.text
-    );
-    assert!(
-        out.text.contains(c.class),
-        "{}: check shows class {:?}\n{}",
-        c.name,
-        c.class,
-        out.text
-    );
-    assert!(
-        out.text.contains(c.message),
-        "{}: check explains {:?}\n{}",
-        c.name,
-        c.message,
-        out.text
-    );
-    assert!(
-        !out.text.contains(SECRET),
-        "{}: check leaks the secret\n{}",
-        c.name,
-        out.text
-    );
+    assert_eq!(out.code, Some(c.check_code), "{}: check exit code\n{}", c.name, out.text);
+    assert!(out.text.contains(c.class), "{}: check shows class {:?}\n{}", c.name, c.class, out.text);
+    assert!(out.text.contains(c.message), "{}: check explains {:?}\n{}", c.name, c.message, out.text);
+    assert!(!out.text.contains(SECRET), "{}: check leaks the secret\n{}", c.name, out.text);
     eprintln!("--- {} ---\n{}", c.name, out.text);
     match c.run_code {
         Some(code) => {
             let (done, _) = run(&cfg, dir.path(), Duration::from_secs(30));
             let done = done.unwrap_or_else(|| panic!("{}: run should refuse to start", c.name));
-            assert_eq!(
-                done.code,
-                Some(code),
-                "{}: run exit code\n{}",
-                c.name,
-                done.text
-            );
+            assert_eq!(done.code, Some(code), "{}: run exit code\n{}", c.name, done.text);
             assert!(
                 done.text.contains(c.class) && done.text.contains(c.message),
                 "{}: run explains\n{}",
                 c.name,
                 done.text
             );
-            assert!(
-                done.text.contains("refusing to start"),
-                "{}\n{}",
-                c.name,
-                done.text
-            );
-            assert!(
-                !done.text.contains(SECRET),
-                "{}: run leaks the secret\n{}",
-                c.name,
-                done.text
-            );
+            assert!(done.text.contains("refusing to start"), "{}\n{}", c.name, done.text);
+            assert!(!done.text.contains(SECRET), "{}: run leaks the secret\n{}", c.name, done.text);
         }
         None => {
             let (done, p) = run(&cfg, dir.path(), Duration::from_secs(2));
-            assert!(
-                done.is_none(),
-                "{}: run must start: {}",
-                c.name,
-                done.map(|d| d.text).unwrap_or_default()
-            );
+            assert!(done.is_none(), "{}: run must start: {}", c.name, done.map(|d| d.text).unwrap_or_default());
             let mut p = p.unwrap();
             let want_ready = c.check_code == 0;
-            let (code, body) = wait_until(
-                &format!("{}: /readyz settles", c.name),
-                Duration::from_secs(15),
-                || {
-                    let (code, body) = readyz(health);
-                    (code == if want_ready { 200 } else { 503 }
-                        && (want_ready || body.contains(c.class)))
+            let (code, body) = wait_until(&format!("{}: /readyz settles", c.name), Duration::from_secs(15), || {
+                let (code, body) = readyz(health);
+                (code == if want_ready { 200 } else { 503 } && (want_ready || body.contains(c.class)))
                     .then_some((code, body))
-                },
-            );
+            });
             eprintln!("{}: /readyz {code}: {body}", c.name);
             assert!(!body.contains(SECRET));
-            assert_eq!(
-                p.terminate(Duration::from_secs(15)),
-                Some(0),
-                "{}: clean exit\n{}",
-                c.name,
-                p.log_text()
-            );
-            assert!(
-                !p.log_text().contains(SECRET),
-                "{}: logs leak the secret\n{}",
-                c.name,
-                p.log_text()
-            );
+            assert_eq!(p.terminate(Duration::from_secs(15)), Some(0), "{}: clean exit\n{}", c.name, p.log_text());
+            assert!(!p.log_text().contains(SECRET), "{}: logs leak the secret\n{}", c.name, p.log_text());
         }
     }
 }
@@ -314,10 +229,7 @@ fn http_statuses_from_nginx_and_prometheus() {
         },
         Case {
             name: "403 elasticsearch",
-            exporter: rw_exporter(
-                &format!("{base}/_prometheus/metrics/vllm/inference/api/v1/write"),
-                "",
-            ),
+            exporter: rw_exporter(&format!("{base}/_prometheus/metrics/vllm/inference/api/v1/write"), ""),
             id: "prometheusremotewrite/x",
             class: "forbidden (HTTP 403)",
             message: "the Elasticsearch API key needs write privileges on the metrics-* data streams",
@@ -335,10 +247,7 @@ fn http_statuses_from_nginx_and_prometheus() {
         },
         Case {
             name: "404 elastic ingest host",
-            exporter: rw_exporter(
-                &format!("{base}/ingest/_prometheus/metrics/vllm/inference/api/v1/write"),
-                "",
-            ),
+            exporter: rw_exporter(&format!("{base}/ingest/_prometheus/metrics/vllm/inference/api/v1/write"), ""),
             id: "prometheusremotewrite/x",
             class: "not_found (HTTP 404)",
             message: "remote write lives on the Elasticsearch API host (not the OTLP/ingest host), under /_prometheus/",
@@ -383,10 +292,7 @@ fn http_statuses_from_nginx_and_prometheus() {
         },
         Case {
             name: "startup_check: warn starts paused",
-            exporter: rw_exporter(
-                &format!("{base}/s401/api/v1/write"),
-                "    startup_check: warn\n",
-            ),
+            exporter: rw_exporter(&format!("{base}/s401/api/v1/write"), "    startup_check: warn\n"),
             id: "prometheusremotewrite/x",
             class: "unauthorized (HTTP 401)",
             message: "credentials were rejected",
@@ -401,13 +307,7 @@ fn http_statuses_from_nginx_and_prometheus() {
     let log = nginx.access_log();
     assert!(log.contains("\"POST ") && !log.contains("\"GET "), "{log}");
     // The 401 came from real auth_basic, the 404/405 from Prometheus itself.
-    assert!(
-        nginx
-            .error_log()
-            .contains("no user/password was provided for basic authentication"),
-        "{}",
-        nginx.logs()
-    );
+    assert!(nginx.error_log().contains("no user/password was provided for basic authentication"), "{}", nginx.logs());
 }
 
 #[test]
@@ -423,10 +323,7 @@ fn tls_dns_and_closed_port() {
             prom.port
         )
     };
-    let _nginx = Nginx::start(
-        &format!("{}{}", ssl(good, &pki.server), ssl(wrong, &pki.other)),
-        &[good, wrong],
-    );
+    let _nginx = Nginx::start(&format!("{}{}", ssl(good, &pki.server), ssl(wrong, &pki.other)), &[good, wrong]);
     let ca = format!("    tls: {{ca_file: {}}}\n", pki.ca.display());
     let closed = free_port();
     let cases = [
@@ -459,10 +356,7 @@ fn tls_dns_and_closed_port() {
         },
         Case {
             name: "dns",
-            exporter: rw_exporter(
-                "http://prometheus.infertel-test.invalid:9090/api/v1/write",
-                "",
-            ),
+            exporter: rw_exporter("http://prometheus.infertel-test.invalid:9090/api/v1/write", ""),
             id: "prometheusremotewrite/x",
             class: "dns (connect)",
             message: "does not resolve",
@@ -493,30 +387,10 @@ fn otlp_exporter(endpoint: &str) -> String {
 #[test]
 fn grpc_codes_from_the_python_otlp_receiver() {
     for (code, class, message, run_code) in [
-        (
-            "UNAUTHENTICATED",
-            "unauthenticated (gRPC UNAUTHENTICATED)",
-            "credentials were rejected",
-            Some(78),
-        ),
-        (
-            "PERMISSION_DENIED",
-            "permission_denied (gRPC PERMISSION_DENIED)",
-            "not allowed to write",
-            Some(78),
-        ),
-        (
-            "UNIMPLEMENTED",
-            "unimplemented (gRPC UNIMPLEMENTED)",
-            "no OTLP metrics service at this endpoint",
-            Some(78),
-        ),
-        (
-            "UNAVAILABLE",
-            "unavailable (gRPC UNAVAILABLE)",
-            "transient",
-            None,
-        ),
+        ("UNAUTHENTICATED", "unauthenticated (gRPC UNAUTHENTICATED)", "credentials were rejected", Some(78)),
+        ("PERMISSION_DENIED", "permission_denied (gRPC PERMISSION_DENIED)", "not allowed to write", Some(78)),
+        ("UNIMPLEMENTED", "unimplemented (gRPC UNIMPLEMENTED)", "no OTLP metrics service at this endpoint", Some(78)),
+        ("UNAVAILABLE", "unavailable (gRPC UNAVAILABLE)", "transient", None),
     ] {
         // One scripted answer for check, one for run; then success.
         let rx = OtlpReceiver::start(&format!(r#"[{{"grpc": "{code}"}}, {{"grpc": "{code}"}}]"#));
@@ -537,33 +411,21 @@ fn grpc_codes_from_the_python_otlp_receiver() {
         }
         let dir = tempfile::tempdir().unwrap();
         let health = free_port();
-        let cfg = write_cfg(
-            dir.path(),
-            &config(&c.exporter, c.id, health, "127.0.0.1:9"),
-        );
+        let cfg = write_cfg(dir.path(), &config(&c.exporter, c.id, health, "127.0.0.1:9"));
         let out = check(&cfg);
         assert_eq!(out.code, Some(1), "{}", out.text);
-        assert!(
-            out.text.contains(class) && out.text.contains(message),
-            "{}",
-            out.text
-        );
+        assert!(out.text.contains(class) && out.text.contains(message), "{}", out.text);
         let (done, p) = run(&cfg, dir.path(), Duration::from_secs(1));
         assert!(done.is_none(), "starts paused");
         let mut p = p.unwrap();
-        wait_until(
-            "readyz 200 after the endpoint recovers",
-            Duration::from_secs(20),
-            || (readyz(health).0 == 200).then_some(()),
-        );
+        wait_until("readyz 200 after the endpoint recovers", Duration::from_secs(20), || {
+            (readyz(health).0 == 200).then_some(())
+        });
         assert!(p.log_text().contains("starting paused"), "{}", p.log_text());
         assert_eq!(p.terminate(Duration::from_secs(15)), Some(0));
         // Every probe was an Export call (empty request).
         let reqs = rx.requests();
-        assert!(
-            reqs.len() >= 3 && reqs.iter().all(|r| r.transport == "grpc"),
-            "{reqs:?}"
-        );
+        assert!(reqs.len() >= 3 && reqs.iter().all(|r| r.transport == "grpc"), "{reqs:?}");
     }
     // OTLP/HTTP: an empty ExportMetricsServiceRequest POSTed; 401 refuses the start.
     let rx = OtlpReceiver::start(r#"[{"http": 401}, {"http": 401}]"#);
@@ -598,11 +460,7 @@ fn runtime_403_holds_the_data_and_delivers_it_on_recovery() {
     let prom = Prometheus::start("");
     let rx = OtlpReceiver::start("[]");
     let targets = Targets::start();
-    targets.set(
-        "/metrics",
-        TEXT_004,
-        "# TYPE held_probe gauge\nheld_probe 1\n",
-    );
+    targets.set("/metrics", TEXT_004, "# TYPE held_probe gauge\nheld_probe 1\n");
     let port = Nginx::port();
     let nginx = Nginx::start(
         &format!(
@@ -646,9 +504,7 @@ service:
         otlp = rx.grpc_endpoint()
     );
     let mut agent = Agent::start(&cfg);
-    wait_until("ready", Duration::from_secs(15), || {
-        (readyz(health).0 == 200).then_some(())
-    });
+    wait_until("ready", Duration::from_secs(15), || (readyz(health).0 == 200).then_some(()));
     let in_prom = || {
         prom.query("count_over_time(held_probe[1h])")
             .first()
@@ -657,17 +513,9 @@ service:
     };
     // Stale markers at shutdown (the no-recorded-value flag) are not samples.
     let otlp_points = || {
-        rx.requests()
-            .iter()
-            .flat_map(|r| r.points())
-            .filter(|p| p.metric == "held_probe" && p.flags & 1 == 0)
-            .count()
+        rx.requests().iter().flat_map(|r| r.points()).filter(|p| p.metric == "held_probe" && p.flags & 1 == 0).count()
     };
-    wait_until(
-        "first samples in Prometheus",
-        Duration::from_secs(15),
-        || (in_prom() >= 2).then_some(()),
-    );
+    wait_until("first samples in Prometheus", Duration::from_secs(15), || (in_prom() >= 2).then_some(()));
 
     std::fs::write(&deny, "").unwrap();
     let (code, body) = wait_until("readyz false while held", Duration::from_secs(15), || {
@@ -675,17 +523,8 @@ service:
         (c == 503).then_some((c, b))
     });
     assert!(body.contains("forbidden (HTTP 403)"), "{code}: {body}");
-    assert_eq!(
-        agent.self_metric(
-            "infertel_exporter_endpoint_up",
-            &[("exporter", "prometheusremotewrite")]
-        ),
-        0.0
-    );
-    assert_eq!(
-        agent.self_metric("infertel_exporter_endpoint_up", &[("exporter", "otlp")]),
-        1.0
-    );
+    assert_eq!(agent.self_metric("infertel_exporter_endpoint_up", &[("exporter", "prometheusremotewrite")]), 0.0);
+    assert_eq!(agent.self_metric("infertel_exporter_endpoint_up", &[("exporter", "otlp")]), 1.0);
     let frozen = in_prom();
     let otlp_at_pause = otlp_points();
     std::thread::sleep(Duration::from_secs(4));
@@ -695,50 +534,23 @@ service:
         otlp_at_pause,
         otlp_points()
     );
-    let held = agent.self_metric(
-        "infertel_exporter_held_samples",
-        &[("exporter", "prometheusremotewrite")],
-    ) + agent.self_metric(
-        "infertel_exporter_queue_size",
-        &[("exporter", "prometheusremotewrite")],
-    );
+    let held = agent.self_metric("infertel_exporter_held_samples", &[("exporter", "prometheusremotewrite")])
+        + agent.self_metric("infertel_exporter_queue_size", &[("exporter", "prometheusremotewrite")]);
     assert!(held > 0.0, "something is held or queued");
     assert_eq!(
-        agent.self_metric(
-            "infertel_exporter_dropped_samples_total",
-            &[("exporter", "prometheusremotewrite")]
-        ),
+        agent.self_metric("infertel_exporter_dropped_samples_total", &[("exporter", "prometheusremotewrite")]),
         0.0,
         "nothing dropped"
     );
-    assert!(
-        in_prom() <= frozen + 1,
-        "nothing reaches Prometheus through the 403"
-    );
+    assert!(in_prom() <= frozen + 1, "nothing reaches Prometheus through the 403");
 
     std::fs::remove_file(&deny).unwrap();
-    wait_until(
-        "readyz true after recovery",
-        Duration::from_secs(15),
-        || (readyz(health).0 == 200).then_some(()),
-    );
+    wait_until("readyz true after recovery", Duration::from_secs(15), || (readyz(health).0 == 200).then_some(()));
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(
-        agent.proc.terminate(Duration::from_secs(20)),
-        Some(0),
-        "{}",
-        agent.proc.log_text()
-    );
+    assert_eq!(agent.proc.terminate(Duration::from_secs(20)), Some(0), "{}", agent.proc.log_text());
     let log = agent.proc.log_text();
-    assert!(
-        log.contains("exporter paused, data held") && log.contains("forbidden (HTTP 403)"),
-        "{log}"
-    );
-    assert_eq!(
-        log.matches("exporter paused, data held").count(),
-        1,
-        "logged once per interval:\n{log}"
-    );
+    assert!(log.contains("exporter paused, data held") && log.contains("forbidden (HTTP 403)"), "{log}");
+    assert_eq!(log.matches("exporter paused, data held").count(), 1, "logged once per interval:\n{log}");
     assert!(log.contains("resuming delivery"), "{log}");
     // Nothing lost: Prometheus has every sample the OTLP receiver got (the
     // OTLP exporter never paused) and at least one per scrape made.
@@ -747,16 +559,8 @@ service:
         last = (in_prom() as usize, otlp_points());
         (last.0 == last.1).then_some(last)
     });
-    let (p, o) = settled.unwrap_or_else(|| {
-        panic!(
-            "Prometheus has {} samples, the OTLP receiver {}",
-            last.0, last.1
-        )
-    });
+    let (p, o) = settled.unwrap_or_else(|| panic!("Prometheus has {} samples, the OTLP receiver {}", last.0, last.1));
     let scrapes = targets.hits("/metrics") as usize;
-    assert!(
-        p + 1 >= scrapes && p <= scrapes,
-        "prometheus {p}, otlp {o}, scrapes {scrapes}"
-    );
+    assert!(p + 1 >= scrapes && p <= scrapes, "prometheus {p}, otlp {o}, scrapes {scrapes}");
     assert!(nginx.access_log().contains("\" 403 "), "{}", nginx.logs());
 }

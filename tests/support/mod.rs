@@ -15,7 +15,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("bind an ephemeral loopback port")
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral loopback port")
 }
 
 /// The shared/ folder beside the repository (or $INFERTEL_SHARED).
@@ -97,7 +100,10 @@ impl Drop for Proc {
 }
 
 pub fn http_get(url: &str) -> Result<(u16, String), String> {
-    let out = Command::new("curl").args(["-s", "-m", "10", "-w", "\n%{http_code}", url]).output().map_err(|e| format!("curl: {e}"))?;
+    let out = Command::new("curl")
+        .args(["-s", "-m", "10", "-w", "\n%{http_code}", url])
+        .output()
+        .map_err(|e| format!("curl: {e}"))?;
     let s = String::from_utf8_lossy(&out.stdout).to_string();
     let (body, code) = s.rsplit_once('\n').ok_or("no status")?;
     Ok((code.trim().parse().unwrap_or(0), body.to_string()))
@@ -129,7 +135,8 @@ impl Prometheus {
         let bin = require("prometheus");
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
-        let cfg = format!("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n{scrape_configs_yaml}\n");
+        let cfg =
+            format!("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n{scrape_configs_yaml}\n");
         let cfg_path = dir.path().join("prometheus.yml");
         std::fs::write(&cfg_path, cfg).expect("write prometheus.yml");
         let mut cmd = Command::new(bin);
@@ -176,7 +183,8 @@ impl Prometheus {
     /// Every raw sample of the series matching `selector` over the last `range`: (labels, values).
     pub fn raw(&self, selector: &str, range: &str) -> Vec<(BTreeMap<String, String>, Vec<f64>)> {
         let q = format!("{selector}[{range}]");
-        let (code, body) = http_get(&format!("{}/api/v1/query?query={}", self.url(), urlencode(&q))).unwrap_or((0, String::new()));
+        let (code, body) =
+            http_get(&format!("{}/api/v1/query?query={}", self.url(), urlencode(&q))).unwrap_or((0, String::new()));
         assert_eq!(code, 200, "prometheus query {q}: {body}");
         let v: serde_json::Value = serde_json::from_str(&body).expect("prometheus JSON");
         v["data"]["result"]
@@ -189,7 +197,8 @@ impl Prometheus {
                     .as_object()
                     .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect())
                     .unwrap_or_default();
-                let values = r["values"].as_array().cloned().unwrap_or_default().iter().map(|p| json_f64(&p[1])).collect();
+                let values =
+                    r["values"].as_array().cloned().unwrap_or_default().iter().map(|p| json_f64(&p[1])).collect();
                 (labels, values)
             })
             .collect()
@@ -275,7 +284,8 @@ impl Victoria {
     /// Every raw sample of the series matching `selector`: (labels, values).
     pub fn export(&self, selector: &str) -> Vec<(BTreeMap<String, String>, Vec<f64>)> {
         let _ = http_get(&format!("{}/internal/force_flush", self.url()));
-        let (code, body) = http_get(&format!("{}/api/v1/export?match[]={}", self.url(), urlencode(selector))).unwrap_or((0, String::new()));
+        let (code, body) = http_get(&format!("{}/api/v1/export?match[]={}", self.url(), urlencode(selector)))
+            .unwrap_or((0, String::new()));
         assert_eq!(code, 200, "victoria export {selector}: {body}");
         body.lines()
             .filter(|l| !l.trim().is_empty())
@@ -365,7 +375,10 @@ impl Targets {
                         if let Some((name, n)) = counter {
                             let mut body = format!("# TYPE {name} counter\n");
                             for i in 0..n {
-                                body.push_str(&format!("{name}{{series=\"{i:04}\",pad=\"{}\"}} {hit}\n", "p".repeat(40)));
+                                body.push_str(&format!(
+                                    "{name}{{series=\"{i:04}\",pad=\"{}\"}} {hit}\n",
+                                    "p".repeat(40)
+                                ));
                             }
                             return axum::response::Response::builder()
                                 .header("content-type", TEXT_004)
@@ -381,7 +394,10 @@ impl Targets {
                                 .header("content-type", page.content_type)
                                 .body(axum::body::Body::from(page.body))
                                 .unwrap(),
-                            None => axum::response::Response::builder().status(404).body(axum::body::Body::from("not found")).unwrap(),
+                            None => axum::response::Response::builder()
+                                .status(404)
+                                .body(axum::body::Body::from("not found"))
+                                .unwrap(),
                         }
                     }
                 });
@@ -495,11 +511,18 @@ impl Agent {
     /// taken at the same moment.
     pub fn self_metrics(&self) -> SelfMetrics {
         let (_, body) = http_get(&self.metrics_url()).unwrap_or((0, String::new()));
-        let exp = infertel_exposition::parse(body.as_bytes(), infertel_exposition::Format::PrometheusText).expect("self-metrics parse");
+        let exp = infertel_exposition::parse(body.as_bytes(), infertel_exposition::Format::PrometheusText)
+            .expect("self-metrics parse");
         SelfMetrics(
             exp.samples
                 .iter()
-                .map(|s| (s.name.to_string(), exp.labels(s).iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), s.value))
+                .map(|s| {
+                    (
+                        s.name.to_string(),
+                        exp.labels(s).iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                        s.value,
+                    )
+                })
                 .collect(),
         )
     }
@@ -548,7 +571,8 @@ impl RwReceiver {
         let addr = std_listener.local_addr().expect("addr");
         let l = log.clone();
         let rt = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+            let rt =
+                tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
                 let app = axum::Router::new().route(
@@ -560,10 +584,14 @@ impl RwReceiver {
                             let (status, delay) = script(index);
                             let req = infertel_remote_write::decode(&body).expect("a decodable remote-write body");
                             let (series, _) = infertel_remote_write::to_model(&req);
-                            let headers = headers.iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string())).collect();
+                            let headers = headers
+                                .iter()
+                                .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
+                                .collect();
                             l.lock().unwrap().push(Received { index, status, headers, series });
                             tokio::time::sleep(delay).await;
-                            axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR)
+                            axum::http::StatusCode::from_u16(status)
+                                .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR)
                         }
                     }),
                 );

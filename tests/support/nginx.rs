@@ -16,15 +16,8 @@ use std::time::Duration;
 
 /// Runs a command, panicking with its stderr when it fails.
 fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?} failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -84,16 +77,7 @@ impl Pki {
             std::fs::write(&extfile, ext).expect("write extfile");
             run(Command::new(&openssl)
                 .current_dir(d)
-                .args([
-                    "req",
-                    "-new",
-                    "-newkey",
-                    "ec",
-                    "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1",
-                    "-nodes",
-                    "-subj",
-                ])
+                .args(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj"])
                 .arg(format!("/CN={cn}"))
                 .arg("-keyout")
                 .arg(&key)
@@ -128,13 +112,7 @@ impl Pki {
             "infertel-agent",
             "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n",
         );
-        Pki {
-            dir,
-            ca,
-            server,
-            other,
-            client,
-        }
+        Pki { dir, ca, server, other, client }
     }
 }
 
@@ -210,13 +188,7 @@ http {{
             }
             ports
                 .iter()
-                .all(|p| {
-                    TcpStream::connect_timeout(
-                        &([127, 0, 0, 1], *p).into(),
-                        Duration::from_millis(200),
-                    )
-                    .is_ok()
-                })
+                .all(|p| TcpStream::connect_timeout(&([127, 0, 0, 1], *p).into(), Duration::from_millis(200)).is_ok())
                 .then_some(())
         });
         Nginx { proc, dir }
@@ -232,10 +204,6 @@ http {{
 
     /// Both logs, for failure messages.
     pub fn logs(&self) -> String {
-        format!(
-            "--- nginx access.log ---\n{}--- nginx error.log ---\n{}",
-            self.access_log(),
-            self.error_log()
-        )
+        format!("--- nginx access.log ---\n{}--- nginx error.log ---\n{}", self.access_log(), self.error_log())
     }
 }

@@ -75,10 +75,7 @@ fn attrs(v: &serde_json::Value) -> BTreeMap<String, String> {
                 .map(|kv| {
                     (
                         kv["key"].as_str().unwrap_or("").to_string(),
-                        kv["value"]["string_value"]
-                            .as_str()
-                            .unwrap_or("")
-                            .to_string(),
+                        kv["value"]["string_value"].as_str().unwrap_or("").to_string(),
                     )
                 })
                 .collect()
@@ -89,11 +86,7 @@ fn attrs(v: &serde_json::Value) -> BTreeMap<String, String> {
 impl OtlpRequest {
     pub fn points(&self) -> Vec<Point> {
         let mut out = Vec::new();
-        for rm in self.body["resource_metrics"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-        {
+        for rm in self.body["resource_metrics"].as_array().cloned().unwrap_or_default() {
             let resource = attrs(&rm["resource"]["attributes"]);
             for sm in rm["scope_metrics"].as_array().cloned().unwrap_or_default() {
                 let scope = sm["scope"]["name"].as_str().unwrap_or("").to_string();
@@ -115,10 +108,7 @@ impl OtlpRequest {
                             cumulative: data["aggregation_temporality"].as_str()
                                 == Some("AGGREGATION_TEMPORALITY_CUMULATIVE"),
                             attrs: attrs(&p["attributes"]),
-                            value: p
-                                .get("as_double")
-                                .and_then(num)
-                                .or_else(|| p.get("as_int").and_then(num)),
+                            value: p.get("as_double").and_then(num).or_else(|| p.get("as_int").and_then(num)),
                             start: u(&p["start_time_unix_nano"]),
                             time: u(&p["time_unix_nano"]),
                             flags: u(&p["flags"]),
@@ -180,12 +170,7 @@ impl OtlpReceiver {
             }
             ready.exists().then_some(())
         });
-        OtlpReceiver {
-            proc,
-            grpc_port,
-            http_port,
-            dir,
-        }
+        OtlpReceiver { proc, grpc_port, http_port, dir }
     }
 
     pub fn grpc_endpoint(&self) -> String {
@@ -197,8 +182,7 @@ impl OtlpReceiver {
     }
 
     pub fn requests(&self) -> Vec<OtlpRequest> {
-        let text =
-            std::fs::read_to_string(self.dir.path().join("requests.jsonl")).unwrap_or_default();
+        let text = std::fs::read_to_string(self.dir.path().join("requests.jsonl")).unwrap_or_default();
         text.lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .map(|v| OtlpRequest {

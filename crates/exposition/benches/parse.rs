@@ -18,7 +18,9 @@ fn shared() -> PathBuf {
 fn generated(om: bool) -> Vec<u8> {
     let mut s = String::new();
     for f in 0..50 {
-        s.push_str(&format!("# HELP DCGM_FI_DEV_FIELD_{f} Field number {f} (in units).\n# TYPE DCGM_FI_DEV_FIELD_{f} gauge\n"));
+        s.push_str(&format!(
+            "# HELP DCGM_FI_DEV_FIELD_{f} Field number {f} (in units).\n# TYPE DCGM_FI_DEV_FIELD_{f} gauge\n"
+        ));
         for g in 0..20 {
             s.push_str(&format!(
                 "DCGM_FI_DEV_FIELD_{f}{{gpu=\"{g}\",UUID=\"GPU-34319582-d595-d1c7-d1d2-{g:012}\",device=\"nvidia{g}\",modelName=\"NVIDIA A100-SXM4-80GB\",Hostname=\"node-{g}\",container=\"vllm\",namespace=\"inference\",pod=\"vllm-{g}\"}} {}.{:06}\n",
@@ -34,9 +36,8 @@ fn generated(om: bool) -> Vec<u8> {
 }
 
 fn bench(c: &mut Criterion) {
-    let vllm =
-        std::fs::read(shared().join("fixtures/real/vllm-v0.17-cncf-k8s-ai-conformance-kops.prom"))
-            .expect("vLLM fixture");
+    let vllm = std::fs::read(shared().join("fixtures/real/vllm-v0.17-cncf-k8s-ai-conformance-kops.prom"))
+        .expect("vLLM fixture");
     let gen_text = generated(false);
     let gen_om = generated(true);
     let inputs: [(&str, &[u8], Format); 3] = [
@@ -46,15 +47,10 @@ fn bench(c: &mut Criterion) {
     ];
     let mut group = c.benchmark_group("parse");
     for (name, body, format) in inputs {
-        let n = parse(body, format)
-            .expect("bench input parses")
-            .samples
-            .len();
+        let n = parse(body, format).expect("bench input parses").samples.len();
         eprintln!("{name}: {} bytes, {n} samples", body.len());
         group.throughput(Throughput::Bytes(body.len() as u64));
-        group.bench_function(name, |b| {
-            b.iter(|| parse(black_box(body), format).map(|e| e.samples.len()))
-        });
+        group.bench_function(name, |b| b.iter(|| parse(black_box(body), format).map(|e| e.samples.len())));
     }
     group.finish();
 }

@@ -26,26 +26,11 @@ fn rule_suffix(rule: Option<&'static str>) -> String {
 
 impl ParseError {
     pub(crate) fn new(line: usize, column: usize, reason: impl Into<String>) -> Self {
-        ParseError {
-            line,
-            column,
-            reason: reason.into(),
-            rule: None,
-        }
+        ParseError { line, column, reason: reason.into(), rule: None }
     }
 
-    pub(crate) fn rule(
-        line: usize,
-        column: usize,
-        rule: &'static str,
-        reason: impl Into<String>,
-    ) -> Self {
-        ParseError {
-            line,
-            column,
-            reason: reason.into(),
-            rule: Some(rule),
-        }
+    pub(crate) fn rule(line: usize, column: usize, rule: &'static str, reason: impl Into<String>) -> Self {
+        ParseError { line, column, reason: reason.into(), rule: Some(rule) }
     }
 }
 

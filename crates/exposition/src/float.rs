@@ -64,11 +64,7 @@ fn is_decimal(s: &[u8]) -> bool {
 fn decimal(s: &[u8]) -> Result<f64, FloatError> {
     let text = std::str::from_utf8(s).map_err(|_| FloatError::Syntax)?;
     let v: f64 = text.parse().map_err(|_| FloatError::Syntax)?;
-    if v.is_infinite() {
-        Err(FloatError::Range)
-    } else {
-        Ok(v)
-    }
+    if v.is_infinite() { Err(FloatError::Range) } else { Ok(v) }
 }
 
 /// Go's special values: `[+-]?(inf|infinity)` and unsigned `nan`, any case.
@@ -79,11 +75,7 @@ fn go_special(s: &[u8]) -> Option<f64> {
         _ => (false, s),
     };
     if rest.eq_ignore_ascii_case(b"inf") || rest.eq_ignore_ascii_case(b"infinity") {
-        return Some(if neg {
-            f64::NEG_INFINITY
-        } else {
-            f64::INFINITY
-        });
+        return Some(if neg { f64::NEG_INFINITY } else { f64::INFINITY });
     }
     if rest.len() == s.len() && s.eq_ignore_ascii_case(b"nan") {
         return Some(canonical_nan(f64::NAN));
@@ -116,11 +108,7 @@ pub(crate) fn parse_om_number(s: &[u8]) -> Result<f64, FloatError> {
         return Ok(canonical_nan(f64::NAN));
     }
     if rest.eq_ignore_ascii_case(b"inf") || rest.eq_ignore_ascii_case(b"infinity") {
-        return Ok(if s[0] == b'-' {
-            f64::NEG_INFINITY
-        } else {
-            f64::INFINITY
-        });
+        return Ok(if s[0] == b'-' { f64::NEG_INFINITY } else { f64::INFINITY });
     }
     if !is_decimal(s) {
         return Err(FloatError::Syntax);
@@ -137,11 +125,7 @@ pub(crate) fn parse_om_timestamp(s: &[u8]) -> Result<f64, FloatError> {
     }
     let text = std::str::from_utf8(s).map_err(|_| FloatError::Syntax)?;
     let v: f64 = text.parse().map_err(|_| FloatError::Syntax)?;
-    if v.is_finite() {
-        Ok(v)
-    } else {
-        Err(FloatError::Range)
-    }
+    if v.is_finite() { Ok(v) } else { Err(FloatError::Range) }
 }
 
 /// Seconds to milliseconds, rounded, saturating at the `i64` range (OpenMetrics
@@ -158,10 +142,7 @@ pub(crate) fn parse_ms_timestamp(s: &[u8]) -> Result<i64, FloatError> {
     }
     let mut v: i64 = 0;
     for &b in s {
-        v = v
-            .checked_mul(10)
-            .and_then(|v| v.checked_add(i64::from(b - b'0')))
-            .ok_or(FloatError::Range)?;
+        v = v.checked_mul(10).and_then(|v| v.checked_add(i64::from(b - b'0'))).ok_or(FloatError::Range)?;
     }
     Ok(v)
 }
@@ -194,24 +175,17 @@ mod tests {
             assert_eq!(parse_go_float(s.as_bytes()), Ok(v), "{s}");
         }
         for s in ["NaN", "nan", "nAn"] {
-            assert_eq!(
-                parse_go_float(s.as_bytes()).unwrap().to_bits(),
-                NORMAL_NAN_BITS
-            );
+            assert_eq!(parse_go_float(s.as_bytes()).unwrap().to_bits(), NORMAL_NAN_BITS);
         }
     }
 
     #[test]
     fn go_float_rejects() {
         for s in [
-            "", "0x1", "0X1", "0x1p-3", "0b1", "0o1", "1_2", "true", "StaleNaN", "+NaN", "-nan",
-            "infin", "1e", "1e+", "--1", "1.2.3", ".", "+", "1 ", " 1", "1\r", "١",
+            "", "0x1", "0X1", "0x1p-3", "0b1", "0o1", "1_2", "true", "StaleNaN", "+NaN", "-nan", "infin", "1e", "1e+",
+            "--1", "1.2.3", ".", "+", "1 ", " 1", "1\r", "١",
         ] {
-            assert_eq!(
-                parse_go_float(s.as_bytes()),
-                Err(FloatError::Syntax),
-                "{s:?}"
-            );
+            assert_eq!(parse_go_float(s.as_bytes()), Err(FloatError::Syntax), "{s:?}");
         }
         for s in ["1e400", "-1e400", "1.8e308"] {
             assert_eq!(parse_go_float(s.as_bytes()), Err(FloatError::Range), "{s}");
@@ -222,24 +196,15 @@ mod tests {
     fn ms_timestamps() {
         assert_eq!(parse_ms_timestamp(b"1395066363000"), Ok(1395066363000));
         assert_eq!(parse_ms_timestamp(b"9223372036854775807"), Ok(i64::MAX));
-        assert_eq!(
-            parse_ms_timestamp(b"9223372036854775808"),
-            Err(FloatError::Range)
-        );
+        assert_eq!(parse_ms_timestamp(b"9223372036854775808"), Err(FloatError::Range));
         assert_eq!(parse_ms_timestamp(b"-1"), Err(FloatError::Syntax));
         assert_eq!(parse_ms_timestamp(b""), Err(FloatError::Syntax));
     }
 
     #[test]
     fn om_timestamps_are_seconds() {
-        assert_eq!(
-            parse_om_timestamp(b"1.5e3").map(seconds_to_ms),
-            Ok(1_500_000)
-        );
-        assert_eq!(
-            parse_om_timestamp(b"12345678901234567890.1234567890").map(seconds_to_ms),
-            Ok(i64::MAX)
-        );
+        assert_eq!(parse_om_timestamp(b"1.5e3").map(seconds_to_ms), Ok(1_500_000));
+        assert_eq!(parse_om_timestamp(b"12345678901234567890.1234567890").map(seconds_to_ms), Ok(i64::MAX));
         assert!(parse_om_timestamp(b"NaN").is_err());
         assert!(parse_om_timestamp(b"Inf").is_err());
         assert!(parse_om_timestamp(b"1_0").is_err());

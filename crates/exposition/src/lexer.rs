@@ -109,13 +109,7 @@ pub(crate) fn scan_quoted(buf: &[u8], pos: usize, allow_newline: bool) -> Result
         }
         match buf[i] {
             b'"' => {
-                return Ok(Quoted {
-                    start,
-                    end: i,
-                    next: i + 1,
-                    escaped,
-                    newlines,
-                });
+                return Ok(Quoted { start, end: i, next: i + 1, escaped, newlines });
             }
             b'\\' => {
                 escaped = true;

@@ -88,9 +88,7 @@ impl<'a> Exposition<'a> {
     /// `s` must come from this exposition (another one gives an empty or
     /// unrelated slice, never a panic).
     pub fn labels(&self, s: &ParsedSample<'a>) -> &[Label<'a>] {
-        self.labels
-            .get(s.labels.start as usize..s.labels.end as usize)
-            .unwrap_or(&[])
+        self.labels.get(s.labels.start as usize..s.labels.end as usize).unwrap_or(&[])
     }
 
     /// The family `s` belongs to, if any.
@@ -110,12 +108,7 @@ pub struct Family<'a> {
 
 impl<'a> Family<'a> {
     fn new(name: Cow<'a, str>) -> Self {
-        Family {
-            name,
-            kind: MetricType::Unknown,
-            help: None,
-            unit: None,
-        }
+        Family { name, kind: MetricType::Unknown, help: None, unit: None }
     }
 }
 
@@ -144,24 +137,13 @@ mod tests {
     #[test]
     fn content_type_selects_format() {
         assert_eq!(Format::from_content_type(None), Format::PrometheusText);
+        assert_eq!(Format::from_content_type(Some("text/plain; version=0.0.4; charset=utf-8")), Format::PrometheusText);
         assert_eq!(
-            Format::from_content_type(Some("text/plain; version=0.0.4; charset=utf-8")),
-            Format::PrometheusText
-        );
-        assert_eq!(
-            Format::from_content_type(Some(
-                "application/openmetrics-text; version=1.0.0; charset=utf-8"
-            )),
+            Format::from_content_type(Some("application/openmetrics-text; version=1.0.0; charset=utf-8")),
             Format::OpenMetrics
         );
-        assert_eq!(
-            Format::from_content_type(Some("Application/OpenMetrics-Text")),
-            Format::OpenMetrics
-        );
-        assert_eq!(
-            Format::from_content_type(Some("application/openmetrics")),
-            Format::PrometheusText
-        );
+        assert_eq!(Format::from_content_type(Some("Application/OpenMetrics-Text")), Format::OpenMetrics);
+        assert_eq!(Format::from_content_type(Some("application/openmetrics")), Format::PrometheusText);
         assert_eq!(Format::from_content_type(Some("")), Format::PrometheusText);
     }
 

@@ -23,28 +23,14 @@ pub(crate) fn parse(body: &[u8]) -> Result<Exposition<'_>, ParseError> {
     let text = std::str::from_utf8(body).map_err(|e| {
         let at = e.valid_up_to();
         let line = body[..at].iter().filter(|&&b| b == b'\n').count() + 1;
-        let col = at
-            - body[..at]
-                .iter()
-                .rposition(|&b| b == b'\n')
-                .map_or(0, |i| i + 1)
-            + 1;
+        let col = at - body[..at].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
         ParseError::rule(line, col, "utf8", "body is not valid UTF-8")
     })?;
-    let mut p = Parser {
-        out: Exposition::default(),
-        cur: None,
-        seen_names: HashSet::new(),
-        line: 0,
-    };
+    let mut p = Parser { out: Exposition::default(), cur: None, seen_names: HashSet::new(), line: 0 };
     let content = text.strip_suffix('\n').unwrap_or(text);
     let mut eof = false;
     // An empty body has no lines at all (it is missing `# EOF`, not blank).
-    let lines = if text.is_empty() {
-        None
-    } else {
-        Some(content.split('\n'))
-    };
+    let lines = if text.is_empty() { None } else { Some(content.split('\n')) };
     for (i, line) in lines.into_iter().flatten().enumerate() {
         p.line = i + 1;
         if eof {
@@ -121,9 +107,7 @@ impl<'a> Current<'a> {
     fn allows(&self, sample: &str) -> bool {
         match self.kind {
             None => sample == self.name,
-            Some(k) => sample
-                .strip_prefix(self.name)
-                .is_some_and(|s| suffixes(k).contains(&s)),
+            Some(k) => sample.strip_prefix(self.name).is_some_and(|s| suffixes(k).contains(&s)),
         }
     }
 }
@@ -148,10 +132,7 @@ struct Line<'a> {
 /// so that no label value can forge another set's key.
 fn group_key(labels: &[Label<'_>], skip: Option<&str>) -> String {
     use std::fmt::Write;
-    let mut v: Vec<&Label<'_>> = labels
-        .iter()
-        .filter(|(n, _)| Some(n.as_ref()) != skip)
-        .collect();
+    let mut v: Vec<&Label<'_>> = labels.iter().filter(|(n, _)| Some(n.as_ref()) != skip).collect();
     v.sort_unstable();
     let mut key = String::with_capacity(labels.iter().map(|(n, v)| n.len() + v.len() + 8).sum());
     for (n, val) in v {
@@ -161,10 +142,7 @@ fn group_key(labels: &[Label<'_>], skip: Option<&str>) -> String {
 }
 
 fn get<'b>(labels: &'b [Label<'_>], name: &str) -> Option<&'b str> {
-    labels
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, v)| v.as_ref())
+    labels.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_ref())
 }
 
 /// A value that is an integer (a bucket or a count).
@@ -180,29 +158,17 @@ impl<'a> Parser<'a> {
     /// `# HELP name text`, `# TYPE name type`, `# UNIT name unit`, with single spaces.
     fn metadata(&mut self, line: &'a str) -> Result<(), ParseError> {
         let Some(rest) = line.strip_prefix("# ") else {
-            return Err(self.fail(
-                1,
-                "comment-syntax",
-                "only # HELP, # TYPE, # UNIT and # EOF may start with #",
-            ));
+            return Err(self.fail(1, "comment-syntax", "only # HELP, # TYPE, # UNIT and # EOF may start with #"));
         };
         let (keyword, rest) = match rest.split_at_checked(5) {
             Some((k @ ("HELP " | "TYPE " | "UNIT "), r)) => (&k[..4], r),
             _ => {
-                return Err(self.fail(
-                    3,
-                    "comment-syntax",
-                    "only # HELP, # TYPE, # UNIT and # EOF may start with #",
-                ));
+                return Err(self.fail(3, "comment-syntax", "only # HELP, # TYPE, # UNIT and # EOF may start with #"));
             }
         };
         let end = scan_metric_name(rest.as_bytes(), 0);
         if end == 0 {
-            return Err(self.fail(
-                8,
-                "metric-name",
-                format!("expected a metric name after {keyword}"),
-            ));
+            return Err(self.fail(8, "metric-name", format!("expected a metric name after {keyword}")));
         }
         let name = &rest[..end];
         let Some(text) = rest[end..].strip_prefix(' ') else {
@@ -214,11 +180,7 @@ impl<'a> Parser<'a> {
         };
         let same = self.cur.as_ref().is_some_and(|c| c.name == name);
         if same && self.cur.as_ref().is_some_and(|c| c.has_samples) {
-            return Err(self.fail(
-                1,
-                "metadata-before-samples",
-                format!("{keyword} for {name} after its samples"),
-            ));
+            return Err(self.fail(1, "metadata-before-samples", format!("{keyword} for {name} after its samples")));
         }
         if !same {
             self.finish_family()?;
@@ -234,22 +196,14 @@ impl<'a> Parser<'a> {
         match keyword {
             "HELP" => {
                 if cur.help {
-                    return Err(self.fail(
-                        1,
-                        "repeated-metadata",
-                        format!("second HELP for {name}"),
-                    ));
+                    return Err(self.fail(1, "repeated-metadata", format!("second HELP for {name}")));
                 }
                 cur.help = true;
                 self.out.families[fam].help = Some(unescape(text, true));
             }
             "TYPE" => {
                 if cur.kind.is_some() {
-                    return Err(self.fail(
-                        1,
-                        "repeated-metadata",
-                        format!("second TYPE for {name}"),
-                    ));
+                    return Err(self.fail(1, "repeated-metadata", format!("second TYPE for {name}")));
                 }
                 let kind = match text {
                     "counter" => MetricType::Counter,
@@ -261,11 +215,7 @@ impl<'a> Parser<'a> {
                     "stateset" => MetricType::StateSet,
                     "unknown" => MetricType::Unknown,
                     _ => {
-                        return Err(self.fail(
-                            col,
-                            "metric-type",
-                            format!("invalid metric type {text:?}"),
-                        ));
+                        return Err(self.fail(col, "metric-type", format!("invalid metric type {text:?}")));
                     }
                 };
                 cur.kind = Some(kind);
@@ -273,11 +223,7 @@ impl<'a> Parser<'a> {
             }
             _ => {
                 if cur.unit.is_some() {
-                    return Err(self.fail(
-                        1,
-                        "repeated-metadata",
-                        format!("second UNIT for {name}"),
-                    ));
+                    return Err(self.fail(1, "repeated-metadata", format!("second UNIT for {name}")));
                 }
                 if !text.bytes().all(is_metric_char) {
                     return Err(self.fail(col, "unit-syntax", format!("invalid unit {text:?}")));
@@ -304,28 +250,17 @@ impl<'a> Parser<'a> {
                 return Err(self.fail(
                     1,
                     "name-clash",
-                    format!(
-                        "family {} clashes with an earlier family on {n} (or is not contiguous)",
-                        cur.name
-                    ),
+                    format!("family {} clashes with an earlier family on {n} (or is not contiguous)", cur.name),
                 ));
             }
             self.seen_names.insert(n);
         }
         if let Some(unit) = cur.unit.filter(|u| !u.is_empty()) {
             if !cur.name.ends_with(&format!("_{unit}")) {
-                return Err(self.fail(
-                    1,
-                    "unit-suffix",
-                    format!("family {} does not end in _{unit}", cur.name),
-                ));
+                return Err(self.fail(1, "unit-suffix", format!("family {} does not end in _{unit}", cur.name)));
             }
             if matches!(kind, MetricType::Info | MetricType::StateSet) {
-                return Err(self.fail(
-                    1,
-                    "unit-not-allowed",
-                    format!("{} may not have a unit", kind.as_str()),
-                ));
+                return Err(self.fail(1, "unit-not-allowed", format!("{} may not have a unit", kind.as_str())));
             }
         }
         if matches!(kind, MetricType::Histogram | MetricType::GaugeHistogram) {
@@ -347,11 +282,7 @@ impl<'a> Parser<'a> {
         }
         let check = |g: &G| -> Result<(), ParseError> {
             if g.bucket != Some(f64::INFINITY) {
-                return Err(self.fail(
-                    1,
-                    "histogram-inf-bucket",
-                    format!("{}: +Inf bucket missing", cur.name),
-                ));
+                return Err(self.fail(1, "histogram-inf-bucket", format!("{}: +Inf bucket missing", cur.name)));
             }
             if g.count.is_some_and(|c| c != g.value) {
                 return Err(self.fail(
@@ -361,18 +292,10 @@ impl<'a> Parser<'a> {
                 ));
             }
             if (g.sum || g.gsum) && g.count.is_none() {
-                return Err(self.fail(
-                    1,
-                    "histogram-count-with-sum",
-                    format!("{}: _sum without _count", cur.name),
-                ));
+                return Err(self.fail(1, "histogram-count-with-sum", format!("{}: _sum without _count", cur.name)));
             }
             if !(g.sum || g.gsum) && g.count.is_some() {
-                return Err(self.fail(
-                    1,
-                    "histogram-sum-with-count",
-                    format!("{}: _count without _sum", cur.name),
-                ));
+                return Err(self.fail(1, "histogram-sum-with-count", format!("{}: _count without _sum", cur.name)));
             }
             if g.negative_buckets && g.sum {
                 return Err(self.fail(
@@ -414,9 +337,7 @@ impl<'a> Parser<'a> {
             group = Some((key, ts, None));
             match suffix {
                 "_bucket" => {
-                    let le = get(labels, "le")
-                        .and_then(|v| parse_om_number(v.as_bytes()).ok())
-                        .unwrap_or(f64::NAN);
+                    let le = get(labels, "le").and_then(|v| parse_om_number(v.as_bytes()).ok()).unwrap_or(f64::NAN);
                     if le < 0.0 {
                         g.negative_buckets = true;
                     }
@@ -467,11 +388,7 @@ impl<'a> Parser<'a> {
                     ));
                 }
                 if c.name == l.name && c.kind == Some(MetricType::Info) {
-                    return Err(self.fail(
-                        1,
-                        "info-suffix",
-                        format!("info sample {} needs the _info suffix", l.name),
-                    ));
+                    return Err(self.fail(1, "info-suffix", format!("info sample {} needs the _info suffix", l.name)));
                 }
             }
             self.finish_family()?;
@@ -486,30 +403,22 @@ impl<'a> Parser<'a> {
         let name = cur.name;
         let kind = cur.kind();
         let suffix = &l.name[name.len()..];
-        let fail =
-            |rule: &'static str, reason: String| ParseError::rule(self.line, 1, rule, reason);
+        let fail = |rule: &'static str, reason: String| ParseError::rule(self.line, 1, rule, reason);
 
         let mut skip: Option<&str> = None;
         match kind {
             MetricType::StateSet => {
                 if get(&l.labels, name).is_none() {
-                    return Err(fail(
-                        "stateset-label",
-                        format!("stateset sample without a {name} label"),
-                    ));
+                    return Err(fail("stateset-label", format!("stateset sample without a {name} label")));
                 }
                 skip = Some(name);
             }
             MetricType::Summary if suffix.is_empty() => {
                 let q = get(&l.labels, "quantile").map(|q| (q, parse_om_number(q.as_bytes())));
                 match q {
-                    Some((text, Ok(q)))
-                        if (0.0..=1.0).contains(&q) && !(q.is_infinite() && text != "+Inf") => {}
+                    Some((text, Ok(q))) if (0.0..=1.0).contains(&q) && !(q.is_infinite() && text != "+Inf") => {}
                     _ => {
-                        return Err(fail(
-                            "summary-quantile",
-                            "quantile label missing or not in [0, 1]".into(),
-                        ));
+                        return Err(fail("summary-quantile", "quantile label missing or not in [0, 1]".into()));
                     }
                 }
                 skip = Some("quantile");
@@ -519,64 +428,39 @@ impl<'a> Parser<'a> {
                 match le {
                     Some((t, Ok(v))) if !(v.is_nan() || v.is_infinite() && t != "+Inf") => {}
                     _ => {
-                        return Err(fail(
-                            "bucket-le",
-                            "bucket le label missing, NaN or not canonical".into(),
-                        ));
+                        return Err(fail("bucket-le", "bucket le label missing, NaN or not canonical".into()));
                     }
                 }
                 if !is_integral(l.value) {
-                    return Err(fail(
-                        "bucket-value-integer",
-                        "bucket value must be an integer".into(),
-                    ));
+                    return Err(fail("bucket-value-integer", "bucket value must be an integer".into()));
                 }
                 skip = Some("le");
             }
             _ => {}
         }
         if matches!(suffix, "_count" | "_gcount")
-            && matches!(
-                kind,
-                MetricType::Histogram | MetricType::GaugeHistogram | MetricType::Summary
-            )
+            && matches!(kind, MetricType::Histogram | MetricType::GaugeHistogram | MetricType::Summary)
             && !is_integral(l.value)
         {
-            return Err(fail(
-                "count-value-integer",
-                "count must be an integer".into(),
-            ));
+            return Err(fail("count-value-integer", "count must be an integer".into()));
         }
 
         // Grouping: a family's label sets must each be contiguous, and within
         // one their timestamps must all be present or all absent, and not decrease.
-        let key = if kind == MetricType::Info {
-            String::new()
-        } else {
-            group_key(&l.labels, skip)
-        };
+        let key = if kind == MetricType::Info { String::new() } else { group_key(&l.labels, skip) };
         let same_group = cur.group.as_ref() == Some(&key);
         if cur.group.is_some() && !same_group && cur.seen_groups.contains(&key) {
-            return Err(fail(
-                "grouping-contiguous",
-                format!("label set of {name} is not contiguous"),
-            ));
+            return Err(fail("grouping-contiguous", format!("label set of {name} is not contiguous")));
         }
         if same_group {
             if l.ts.is_none() != cur.group_ts.is_none() {
-                return Err(fail(
-                    "timestamp-presence",
-                    "timestamps present on only part of a group".into(),
-                ));
+                return Err(fail("timestamp-presence", "timestamps present on only part of a group".into()));
             }
             if let (Some(prev), Some(ts)) = (cur.group_ts, l.ts)
                 && prev > ts
                 && kind != MetricType::Info
             {
-                return Err(fail(
-                    "timestamps-backwards",
-                    "timestamp went backwards within a group".into(),
-                ));
+                return Err(fail("timestamps-backwards", "timestamp went backwards within a group".into()));
             }
         } else {
             cur.group_series.clear();
@@ -590,34 +474,21 @@ impl<'a> Parser<'a> {
 
         match kind {
             MetricType::StateSet if l.value != 0.0 && l.value != 1.0 => {
-                return Err(fail(
-                    "stateset-value",
-                    "stateset values must be 0 or 1".into(),
-                ));
+                return Err(fail("stateset-value", "stateset values must be 0 or 1".into()));
             }
             MetricType::Info if l.value != 1.0 => {
                 return Err(fail("info-value", "info values must be 1".into()));
             }
             MetricType::Summary if suffix.is_empty() && l.value < 0.0 => {
-                return Err(fail(
-                    "quantile-value-negative",
-                    "quantile values may not be negative".into(),
-                ));
+                return Err(fail("quantile-value-negative", "quantile values may not be negative".into()));
             }
             _ => {}
         }
-        if matches!(
-            suffix,
-            "_total" | "_sum" | "_count" | "_bucket" | "_gcount" | "_gsum"
-        ) && l.value.is_nan()
-        {
+        if matches!(suffix, "_total" | "_sum" | "_count" | "_bucket" | "_gcount" | "_gsum") && l.value.is_nan() {
             return Err(fail("counter-like-nan", format!("{suffix} may not be NaN")));
         }
         if matches!(suffix, "_total" | "_sum" | "_count" | "_bucket" | "_gcount") && l.value < 0.0 {
-            return Err(fail(
-                "counter-like-negative",
-                format!("{suffix} may not be negative"),
-            ));
+            return Err(fail("counter-like-negative", format!("{suffix} may not be negative")));
         }
         if l.exemplar {
             let ok = (matches!(kind, MetricType::Histogram | MetricType::GaugeHistogram)
@@ -626,8 +497,7 @@ impl<'a> Parser<'a> {
             if !ok {
                 return Err(fail(
                     "exemplar-placement",
-                    "exemplars are only allowed on counter _total and histogram _bucket samples"
-                        .into(),
+                    "exemplars are only allowed on counter _total and histogram _bucket samples".into(),
                 ));
             }
         }
@@ -645,11 +515,7 @@ impl<'a> Parser<'a> {
             value: l.value,
             timestamp_ms: l.ts.map(seconds_to_ms),
             family,
-            kind: if family.is_some() {
-                kind
-            } else {
-                MetricType::Unknown
-            },
+            kind: if family.is_some() { kind } else { MetricType::Unknown },
             line: self.line as u32,
             labels: start..self.out.labels.len() as u32,
         });
@@ -676,31 +542,21 @@ impl<'a> Parser<'a> {
         let mut ts = None;
         if b.get(pos) == Some(&b' ') && b.get(pos + 1) != Some(&b'#') {
             let (t, next) = self.token(line, pos, "timestamp-syntax")?;
-            ts = Some(parse_om_timestamp(t.as_bytes()).map_err(|_| {
-                self.fail(
-                    pos + 2,
-                    "timestamp-syntax",
-                    format!("invalid timestamp {t:?}"),
-                )
-            })?);
+            ts = Some(
+                parse_om_timestamp(t.as_bytes())
+                    .map_err(|_| self.fail(pos + 2, "timestamp-syntax", format!("invalid timestamp {t:?}")))?,
+            );
             pos = next;
         }
         let mut exemplar = false;
         if pos < b.len() {
             if !line[pos..].starts_with(" # {") {
-                return Err(self.fail(
-                    pos + 1,
-                    "sample-syntax",
-                    "unexpected text after the sample",
-                ));
+                return Err(self.fail(pos + 1, "sample-syntax", "unexpected text after the sample"));
             }
             exemplar = true;
             let mut ex = Vec::new();
             pos = self.label_set(line, pos + 3, &mut ex, "exemplar-syntax")?;
-            let chars: usize = ex
-                .iter()
-                .map(|(n, v)| n.chars().count() + v.chars().count())
-                .sum();
+            let chars: usize = ex.iter().map(|(n, v)| n.chars().count() + v.chars().count()).sum();
             if chars > 128 {
                 return Err(self.fail(
                     pos,
@@ -709,48 +565,23 @@ impl<'a> Parser<'a> {
                 ));
             }
             let (v, next) = self.token(line, pos, "exemplar-syntax")?;
-            parse_om_number(v.as_bytes()).map_err(|_| {
-                self.fail(
-                    pos + 2,
-                    "exemplar-syntax",
-                    format!("invalid exemplar value {v:?}"),
-                )
-            })?;
+            parse_om_number(v.as_bytes())
+                .map_err(|_| self.fail(pos + 2, "exemplar-syntax", format!("invalid exemplar value {v:?}")))?;
             pos = next;
             if pos < b.len() {
                 let (t, next) = self.token(line, pos, "exemplar-syntax")?;
-                parse_om_timestamp(t.as_bytes()).map_err(|_| {
-                    self.fail(
-                        pos + 2,
-                        "exemplar-syntax",
-                        format!("invalid exemplar timestamp {t:?}"),
-                    )
-                })?;
+                parse_om_timestamp(t.as_bytes())
+                    .map_err(|_| self.fail(pos + 2, "exemplar-syntax", format!("invalid exemplar timestamp {t:?}")))?;
                 if next != b.len() {
-                    return Err(self.fail(
-                        next + 1,
-                        "exemplar-syntax",
-                        "unexpected text after the exemplar",
-                    ));
+                    return Err(self.fail(next + 1, "exemplar-syntax", "unexpected text after the exemplar"));
                 }
             }
         }
-        Ok(Line {
-            name,
-            labels,
-            value,
-            ts,
-            exemplar,
-        })
+        Ok(Line { name, labels, value, ts, exemplar })
     }
 
     /// One space then a non-empty token up to the next space or the end.
-    fn token(
-        &self,
-        line: &'a str,
-        pos: usize,
-        rule: &'static str,
-    ) -> Result<(&'a str, usize), ParseError> {
+    fn token(&self, line: &'a str, pos: usize, rule: &'static str) -> Result<(&'a str, usize), ParseError> {
         if line.as_bytes().get(pos) != Some(&b' ') {
             return Err(self.fail(pos + 1, rule, "expected a single space"));
         }
@@ -791,17 +622,9 @@ impl<'a> Parser<'a> {
             if b.get(end) != Some(&b'=') || b.get(end + 1) != Some(&b'"') {
                 return Err(self.fail(end + 1, rule, "expected =\" after a label name"));
             }
-            let q = scan_quoted(b, end + 1, false)
-                .map_err(|at| self.fail(at + 1, rule, "unterminated label value"))?;
+            let q = scan_quoted(b, end + 1, false).map_err(|at| self.fail(at + 1, rule, "unterminated label value"))?;
             let raw = &line[q.start..q.end];
-            out.push((
-                Cow::Borrowed(name),
-                if q.escaped {
-                    unescape(raw, true)
-                } else {
-                    Cow::Borrowed(raw)
-                },
-            ));
+            out.push((Cow::Borrowed(name), if q.escaped { unescape(raw, true) } else { Cow::Borrowed(raw) }));
             match b.get(q.next) {
                 Some(b'}') => return Ok(q.next + 1),
                 Some(b',') if b.get(q.next + 1) != Some(&b'}') => i = q.next + 1,

@@ -37,15 +37,8 @@ pub(crate) fn parse(body: &[u8]) -> Result<Exposition<'_>, ParseError> {
     // ASCII bytes, so always char boundaries). An invalid body falls back to
     // per-token checks, which say where the bad byte is.
     let text = std::str::from_utf8(body).ok();
-    let mut p = Parser {
-        buf: body,
-        text,
-        pos: 0,
-        line: 1,
-        line_start: 0,
-        out: Exposition::default(),
-        by_name: HashMap::new(),
-    };
+    let mut p =
+        Parser { buf: body, text, pos: 0, line: 1, line_start: 0, out: Exposition::default(), by_name: HashMap::new() };
     // Size the outputs once: one sample per line at most, and a handful of
     // labels each, instead of growing (and copying) from empty every scrape.
     let lines = memchr::memchr_iter(b'\n', body).count() + 1;
@@ -135,10 +128,9 @@ impl<'a> Parser<'a> {
                     self.sample()?;
                 }
                 Some(_) => {
-                    return Err(self.err(
-                        self.pos,
-                        format!("{} is not a valid start of a line", self.describe(self.pos)),
-                    ));
+                    return Err(
+                        self.err(self.pos, format!("{} is not a valid start of a line", self.describe(self.pos)))
+                    );
                 }
             }
         }
@@ -170,15 +162,10 @@ impl<'a> Parser<'a> {
         // (whatever byte it is: that is what 2.42 does).
         let text_start = self.pos;
         self.skip_to_line_end();
-        let text = if self.pos > text_start {
-            &self.buf[text_start + 1..self.pos]
-        } else {
-            &[][..]
-        };
+        let text = if self.pos > text_start { &self.buf[text_start + 1..self.pos] } else { &[][..] };
         let family = self.family_index(name);
         if is_help {
-            let text = std::str::from_utf8(text)
-                .map_err(|_| self.err(text_start, "HELP text is not valid UTF-8"))?;
+            let text = std::str::from_utf8(text).map_err(|_| self.err(text_start, "HELP text is not valid UTF-8"))?;
             self.out.families[family as usize].help = Some(help_unescape(text));
         } else {
             let kind = match text {
@@ -188,10 +175,9 @@ impl<'a> Parser<'a> {
                 b"summary" => MetricType::Summary,
                 b"untyped" => MetricType::Unknown,
                 _ => {
-                    return Err(self.err(
-                        text_start + 1,
-                        format!("invalid metric type {:?}", String::from_utf8_lossy(text)),
-                    ));
+                    return Err(
+                        self.err(text_start + 1, format!("invalid metric type {:?}", String::from_utf8_lossy(text)))
+                    );
                 }
             };
             // Last TYPE wins, as in 2.42's metadata.
@@ -201,10 +187,7 @@ impl<'a> Parser<'a> {
     }
 
     fn skip_to_line_end(&mut self) {
-        self.pos += self.buf[self.pos..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .unwrap_or(self.buf.len() - self.pos);
+        self.pos += self.buf[self.pos..].iter().position(|&b| b == b'\n').unwrap_or(self.buf.len() - self.pos);
     }
 
     /// The name in a `# HELP`/`# TYPE` line: legacy, or quoted (our extension).
@@ -214,13 +197,9 @@ impl<'a> Parser<'a> {
         }
         let end = scan_metric_name(self.buf, self.pos);
         if end == self.pos {
-            return Err(self.err(
-                self.pos,
-                format!(
-                    "expected metric name after {keyword}, got {}",
-                    self.describe(self.pos)
-                ),
-            ));
+            return Err(
+                self.err(self.pos, format!("expected metric name after {keyword}, got {}", self.describe(self.pos)))
+            );
         }
         let name = self.str_at(self.pos, end)?;
         self.pos = end;
@@ -229,18 +208,13 @@ impl<'a> Parser<'a> {
 
     /// A quoted UTF-8 name (metric or label) at `pos`.
     fn quoted_name(&mut self) -> Result<Cow<'a, str>, ParseError> {
-        let q = scan_quoted(self.buf, self.pos, false)
-            .map_err(|at| self.err(at, "unterminated quoted name"))?;
+        let q = scan_quoted(self.buf, self.pos, false).map_err(|at| self.err(at, "unterminated quoted name"))?;
         let raw = self.str_at(q.start, q.end)?;
         if raw.is_empty() {
             return Err(self.err(self.pos, "empty quoted name"));
         }
         self.pos = q.next;
-        Ok(if q.escaped {
-            unescape(raw, true)
-        } else {
-            Cow::Borrowed(raw)
-        })
+        Ok(if q.escaped { unescape(raw, true) } else { Cow::Borrowed(raw) })
     }
 
     fn family_index(&mut self, name: Cow<'a, str>) -> u32 {
@@ -276,29 +250,16 @@ impl<'a> Parser<'a> {
         self.skip_blanks();
         // Value token: `[^{ \t\n]+` (NUL also ends it).
         let vstart = self.pos;
-        while self
-            .peek()
-            .is_some_and(|b| !matches!(b, b'{' | b' ' | b'\t' | b'\n' | 0))
-        {
+        while self.peek().is_some_and(|b| !matches!(b, b'{' | b' ' | b'\t' | b'\n' | 0)) {
             self.pos += 1;
         }
         if self.pos == vstart {
-            return Err(self.err(
-                self.pos,
-                format!(
-                    "expected value after metric, got {}",
-                    self.describe(self.pos)
-                ),
-            ));
+            return Err(self.err(self.pos, format!("expected value after metric, got {}", self.describe(self.pos))));
         }
         let value = parse_go_float(&self.buf[vstart..self.pos]).map_err(|e| {
             self.err(
                 vstart,
-                format!(
-                    "{} while parsing {:?}",
-                    e.as_str(),
-                    String::from_utf8_lossy(&self.buf[vstart..self.pos])
-                ),
+                format!("{} while parsing {:?}", e.as_str(), String::from_utf8_lossy(&self.buf[vstart..self.pos])),
             )
         })?;
         self.skip_blanks();
@@ -360,10 +321,7 @@ impl<'a> Parser<'a> {
                 _ => {
                     let end = scan_label_name(self.buf, self.pos);
                     if end == self.pos {
-                        return Err(self.err(
-                            at,
-                            format!("expected label name, got {}", self.describe(at)),
-                        ));
+                        return Err(self.err(at, format!("expected label name, got {}", self.describe(at))));
                     }
                     let n = self.str_at(self.pos, end)?;
                     self.pos = end;
@@ -372,31 +330,20 @@ impl<'a> Parser<'a> {
             };
             self.skip_blanks();
             if self.peek() != Some(b'=') {
-                return Err(self.err(
-                    self.pos,
-                    format!("expected '=', got {}", self.describe(self.pos)),
-                ));
+                return Err(self.err(self.pos, format!("expected '=', got {}", self.describe(self.pos))));
             }
             self.pos += 1;
             self.skip_blanks();
             if self.peek() != Some(b'"') {
-                return Err(self.err(
-                    self.pos,
-                    format!("expected label value, got {}", self.describe(self.pos)),
-                ));
+                return Err(self.err(self.pos, format!("expected label value, got {}", self.describe(self.pos))));
             }
-            let q = scan_quoted(self.buf, self.pos, true)
-                .map_err(|e| self.err(e, "unterminated label value"))?;
+            let q = scan_quoted(self.buf, self.pos, true).map_err(|e| self.err(e, "unterminated label value"))?;
             let raw = match self.text.and_then(|t| t.get(q.start..q.end)) {
                 Some(r) => r,
                 None => std::str::from_utf8(&self.buf[q.start..q.end])
                     .map_err(|_| self.err(q.start, "invalid UTF-8 label value"))?,
             };
-            let value = if q.escaped {
-                unescape(raw, true)
-            } else {
-                Cow::Borrowed(raw)
-            };
+            let value = if q.escaped { unescape(raw, true) } else { Cow::Borrowed(raw) };
             self.pos = q.next;
             if q.newlines > 0 {
                 // 2.42 accepts a raw newline inside a label value; keep line numbers right.
@@ -481,11 +428,7 @@ impl<'a> Parser<'a> {
     }
 }
 
-fn resolve(
-    name: &str,
-    families: &[Family<'_>],
-    by_name: &HashMap<Cow<'_, str>, u32>,
-) -> Option<u32> {
+fn resolve(name: &str, families: &[Family<'_>], by_name: &HashMap<Cow<'_, str>, u32>) -> Option<u32> {
     if let Some(&i) = by_name.get(name) {
         return Some(i);
     }

@@ -13,9 +13,7 @@ use infertel_exposition::{Format, parse};
 fn suite_dir() -> PathBuf {
     match std::env::var_os("INFERTEL_SHARED") {
         Some(shared) => PathBuf::from(shared).join("conformance/openmetrics"),
-        None => {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/openmetrics")
-        }
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/openmetrics"),
     }
 }
 
@@ -33,8 +31,7 @@ fn openmetrics_suite_211_of_211() {
     let mut run = 0;
     for case in &cases {
         let name = case.file_name().unwrap().to_string_lossy().to_string();
-        let meta: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(case.join("test.json")).unwrap()).unwrap();
+        let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(case.join("test.json")).unwrap()).unwrap();
         if meta["type"] != "text" {
             continue;
         }
@@ -51,21 +48,8 @@ fn openmetrics_suite_211_of_211() {
             (Err(e), true) => failures.push(format!("{name}: rejected, should parse: {e}")),
         }
     }
-    println!(
-        "OpenMetrics conformance: {}/{run} cases passed",
-        run - failures.len()
-    );
+    println!("OpenMetrics conformance: {}/{run} cases passed", run - failures.len());
     println!("rules seen: {rules:?}");
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    assert_eq!(
-        run,
-        211,
-        "expected the 211 upstream cases in {}",
-        dir.display()
-    );
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert_eq!(run, 211, "expected the 211 upstream cases in {}", dir.display());
 }

@@ -18,10 +18,7 @@ fn read(name: &str) -> Vec<u8> {
 }
 
 fn sample<'e>(e: &'e Exposition<'_>, name: &str) -> &'e infertel_exposition::ParsedSample<'e> {
-    e.samples
-        .iter()
-        .find(|s| s.name == name)
-        .unwrap_or_else(|| panic!("no sample {name}"))
+    e.samples.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no sample {name}"))
 }
 
 #[test]
@@ -44,13 +41,7 @@ fn every_fixture_parses_with_expected_counts() {
         .filter(|n| n.ends_with(".prom"))
         .collect();
     on_disk.sort();
-    assert_eq!(
-        on_disk,
-        expected
-            .iter()
-            .map(|(n, _)| n.to_string())
-            .collect::<Vec<_>>()
-    );
+    assert_eq!(on_disk, expected.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>());
     for (name, count) in expected {
         let body = read(name);
         let e = parse(&body, Format::PrometheusText).unwrap_or_else(|err| panic!("{name}: {err}"));
@@ -70,42 +61,20 @@ fn vllm_v017_types_and_values() {
     let e = parse(&body, Format::PrometheusText).unwrap();
     let b = sample(&e, "vllm:request_prompt_tokens_bucket");
     assert_eq!(b.kind, MetricType::Histogram);
-    assert_eq!(
-        e.families[b.family.unwrap() as usize].name,
-        "vllm:request_prompt_tokens"
-    );
+    assert_eq!(e.families[b.family.unwrap() as usize].name, "vllm:request_prompt_tokens");
     let labels = e.labels(b);
-    assert!(
-        labels.iter().any(|(n, v)| n == "le" && v == "1.0"),
-        "le kept as written: {labels:?}"
-    );
-    assert_eq!(
-        sample(&e, "vllm:request_prompt_tokens_sum").kind,
-        MetricType::Histogram
-    );
-    assert_eq!(
-        sample(&e, "vllm:request_prompt_tokens_count").kind,
-        MetricType::Histogram
-    );
+    assert!(labels.iter().any(|(n, v)| n == "le" && v == "1.0"), "le kept as written: {labels:?}");
+    assert_eq!(sample(&e, "vllm:request_prompt_tokens_sum").kind, MetricType::Histogram);
+    assert_eq!(sample(&e, "vllm:request_prompt_tokens_count").kind, MetricType::Histogram);
     let ok = sample(&e, "vllm:request_success_total");
     assert_eq!(ok.kind, MetricType::Counter);
-    assert_eq!(
-        e.families[ok.family.unwrap() as usize].name,
-        "vllm:request_success_total"
-    );
-    assert_eq!(
-        sample(&e, "vllm:num_requests_running").kind,
-        MetricType::Gauge
-    );
+    assert_eq!(e.families[ok.family.unwrap() as usize].name, "vllm:request_success_total");
+    assert_eq!(sample(&e, "vllm:num_requests_running").kind, MetricType::Gauge);
     let created = sample(&e, "vllm:estimated_flops_per_gpu_created");
     assert_eq!(created.kind, MetricType::Gauge);
     assert_eq!(created.value, 1.7740114612872875e9);
     // Truncated capture: the last family is declared but has no samples.
-    assert!(
-        e.families
-            .iter()
-            .any(|f| f.name == "http_request_duration_seconds" && f.kind == MetricType::Histogram)
-    );
+    assert!(e.families.iter().any(|f| f.name == "http_request_duration_seconds" && f.kind == MetricType::Histogram));
 }
 
 #[test]
@@ -113,31 +82,19 @@ fn dcgm_metadata_first_and_values() {
     let body = read("dcgm-exporter-kops-l4.prom");
     let e = parse(&body, Format::PrometheusText).unwrap();
     assert_eq!(e.families.len(), 23);
-    assert!(
-        e.samples.iter().all(|s| s.family.is_some()),
-        "every dcgm sample has a declared family"
-    );
+    assert!(e.samples.iter().all(|s| s.family.is_some()), "every dcgm sample has a declared family");
     let energy = sample(&e, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION");
     assert_eq!(energy.kind, MetricType::Counter);
     assert_eq!(energy.value, 4742776.0);
     let l = e.labels(energy);
-    assert_eq!(
-        l.iter()
-            .find(|(n, _)| n == "DCGM_FI_DRIVER_VERSION")
-            .unwrap()
-            .1,
-        "580.105.08"
-    );
+    assert_eq!(l.iter().find(|(n, _)| n == "DCGM_FI_DRIVER_VERSION").unwrap().1, "580.105.08");
 
     let body = read("dcgm-exporter-lke-rtx4000ada-k8s-pod-labels.prom");
     let e = parse(&body, Format::PrometheusText).unwrap();
     let xid = sample(&e, "DCGM_FI_DEV_XID_ERRORS");
     assert_eq!(xid.kind, MetricType::Gauge);
     let l = e.labels(xid);
-    assert_eq!(
-        l.iter().find(|(n, _)| n == "err_msg").unwrap().1,
-        "No Error"
-    );
+    assert_eq!(l.iter().find(|(n, _)| n == "err_msg").unwrap().1, "No Error");
     assert_eq!(l.iter().find(|(n, _)| n == "pod_uid").unwrap().1, "");
 }
 
@@ -146,24 +103,10 @@ fn mig_partial_is_all_untyped() {
     let body = read("dcgm-exporter-2.x-nvidia-docs-a100-mig-partial.prom");
     let e = parse(&body, Format::PrometheusText).unwrap();
     assert!(e.families.is_empty());
-    assert!(
-        e.samples
-            .iter()
-            .all(|s| s.kind == MetricType::Unknown && s.family.is_none())
-    );
-    assert_eq!(
-        sample(&e, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE").value,
-        0.929260
-    );
-    let mig = e
-        .samples
-        .iter()
-        .find(|s| {
-            e.labels(s)
-                .iter()
-                .any(|(n, v)| n == "GPU_I_PROFILE" && v == "1g.5gb")
-        })
-        .unwrap();
+    assert!(e.samples.iter().all(|s| s.kind == MetricType::Unknown && s.family.is_none()));
+    assert_eq!(sample(&e, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE").value, 0.929260);
+    let mig =
+        e.samples.iter().find(|s| e.labels(s).iter().any(|(n, v)| n == "GPU_I_PROFILE" && v == "1g.5gb")).unwrap();
     assert_eq!(mig.name, "DCGM_FI_DEV_XID_ERRORS");
     assert_eq!(mig.line, 19);
 }
@@ -172,7 +115,11 @@ fn mig_partial_is_all_untyped() {
 fn dcgm_blank_sentinel() {
     // None of the captures happens to hold dcgm's "blank" sentinel; the value
     // must still come through as the nearest f64, never as an integer error.
-    let e = parse(b"# TYPE DCGM_FI_DEV_ECC_DBE_VOL_TOTAL counter\nDCGM_FI_DEV_ECC_DBE_VOL_TOTAL{gpu=\"0\"} 9223372036854775794\n", Format::PrometheusText).unwrap();
+    let e = parse(
+        b"# TYPE DCGM_FI_DEV_ECC_DBE_VOL_TOTAL counter\nDCGM_FI_DEV_ECC_DBE_VOL_TOTAL{gpu=\"0\"} 9223372036854775794\n",
+        Format::PrometheusText,
+    )
+    .unwrap();
     assert_eq!(e.samples[0].value, 9223372036854775794_f64);
     assert_eq!(e.samples[0].kind, MetricType::Counter);
 }

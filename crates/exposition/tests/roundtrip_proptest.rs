@@ -33,15 +33,7 @@ fn label_value() -> impl Strategy<Value = String> {
         "[a-z0-9 ._/-]{0,12}",
         "\\PC{0,12}",
         prop::collection::vec(
-            prop_oneof![
-                Just("\\"),
-                Just("\""),
-                Just("\n"),
-                Just("x"),
-                Just("\\n"),
-                Just("é"),
-                Just("#{}=,")
-            ],
+            prop_oneof![Just("\\"), Just("\""), Just("\n"), Just("x"), Just("\\n"), Just("é"), Just("#{}=,")],
             0..8
         )
         .prop_map(|v| v.concat()),
@@ -57,19 +49,14 @@ fn sample() -> impl Strategy<Value = Gen> {
     )
         .prop_map(|(name, labels, value, ts_ms)| Gen {
             name,
-            labels: labels
-                .into_iter()
-                .filter(|(n, _)| n != "__name__")
-                .collect(),
+            labels: labels.into_iter().filter(|(n, _)| n != "__name__").collect(),
             value,
             ts_ms,
         })
 }
 
 fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 fn render_value(v: f64, om: bool) -> String {
@@ -101,8 +88,7 @@ fn render_labels(out: &mut String, labels: &[(String, String)], spaced: bool) {
 }
 
 fn same_value(a: f64, b: f64) -> bool {
-    (a.is_nan() && b.is_nan() && b.to_bits() == infertel_model::NORMAL_NAN_BITS)
-        || a.to_bits() == b.to_bits()
+    (a.is_nan() && b.is_nan() && b.to_bits() == infertel_model::NORMAL_NAN_BITS) || a.to_bits() == b.to_bits()
 }
 
 proptest! {

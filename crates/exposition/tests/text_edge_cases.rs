@@ -30,19 +30,10 @@ fn oracle_dir() -> PathBuf {
 }
 
 fn load() -> (String, BTreeMap<String, Value>) {
-    let text = std::fs::read_to_string(oracle_dir().join("prometheus-2.42-results.json"))
-        .expect("oracle results");
+    let text = std::fs::read_to_string(oracle_dir().join("prometheus-2.42-results.json")).expect("oracle results");
     let v: Value = serde_json::from_str(&text).expect("oracle json");
-    let cases = v["cases"]
-        .as_object()
-        .expect("cases")
-        .clone()
-        .into_iter()
-        .collect();
-    (
-        v["prometheus"].as_str().unwrap_or_default().to_string(),
-        cases,
-    )
+    let cases = v["cases"].as_object().expect("cases").clone().into_iter().collect();
+    (v["prometheus"].as_str().unwrap_or_default().to_string(), cases)
 }
 
 fn body(name: &str) -> Vec<u8> {
@@ -106,29 +97,16 @@ fn same_value(a: f64, b: f64) -> bool {
 #[test]
 fn every_case_matches_prometheus_2_42() {
     let (version, cases) = load();
-    assert!(
-        version.contains("2.42"),
-        "oracle was recorded with {version}"
-    );
+    assert!(version.contains("2.42"), "oracle was recorded with {version}");
     assert!(cases.len() >= 170, "only {} oracle cases", cases.len());
-    let on_disk = std::fs::read_dir(oracle_dir().join("cases"))
-        .unwrap()
-        .count();
-    assert_eq!(
-        on_disk,
-        cases.len(),
-        "cases/ and the results JSON differ: rerun the oracle"
-    );
+    let on_disk = std::fs::read_dir(oracle_dir().join("cases")).unwrap().count();
+    assert_eq!(on_disk, cases.len(), "cases/ and the results JSON differ: rerun the oracle");
     let mut failures = Vec::new();
     let (mut accepted, mut rejected) = (0, 0);
     for (name, case) in &cases {
         let bytes = body(name);
         let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(
-            case["body_hex"].as_str().unwrap(),
-            hex,
-            "{name}: body changed since the oracle ran"
-        );
+        assert_eq!(case["body_hex"].as_str().unwrap(), hex, "{name}: body changed since the oracle ran");
         let up = case["up"].as_i64().unwrap() == 1;
         let result = parse(&bytes, Format::PrometheusText);
         let expect_ok = up || ACCEPTED_ON_PURPOSE.contains(&name.as_str());
@@ -138,10 +116,7 @@ fn every_case_matches_prometheus_2_42() {
             rejected += 1
         }
         match (&result, expect_ok) {
-            (Ok(_), false) => failures.push(format!(
-                "{name}: we accept, 2.42 failed: {}",
-                case["last_error"]
-            )),
+            (Ok(_), false) => failures.push(format!("{name}: we accept, 2.42 failed: {}", case["last_error"])),
             (Err(e), true) => failures.push(format!("{name}: we reject ({e}), 2.42 accepted")),
             _ => {}
         }
@@ -151,14 +126,9 @@ fn every_case_matches_prometheus_2_42() {
         let ours = as_stored(e);
         let theirs = oracle_series(case);
         let same = ours.len() == theirs.len()
-            && ours
-                .iter()
-                .zip(&theirs)
-                .all(|(a, b)| a.0 == b.0 && a.1 == b.1 && same_value(a.2, b.2));
+            && ours.iter().zip(&theirs).all(|(a, b)| a.0 == b.0 && a.1 == b.1 && same_value(a.2, b.2));
         if !same {
-            failures.push(format!(
-                "{name}: series differ\n  ours:   {ours:?}\n  2.42:   {theirs:?}"
-            ));
+            failures.push(format!("{name}: series differ\n  ours:   {ours:?}\n  2.42:   {theirs:?}"));
         }
         for m in case["metadata"].as_array().unwrap() {
             let metric = m["metric"].as_str().unwrap();
@@ -167,25 +137,13 @@ fn every_case_matches_prometheus_2_42() {
                 continue;
             };
             let help = f.help.as_deref().unwrap_or("");
-            if f.kind.as_str() != m["type"].as_str().unwrap() || help != m["help"].as_str().unwrap()
-            {
-                failures.push(format!(
-                    "{name}: family {metric}: ours {:?} {help:?}, 2.42 {m}",
-                    f.kind
-                ));
+            if f.kind.as_str() != m["type"].as_str().unwrap() || help != m["help"].as_str().unwrap() {
+                failures.push(format!("{name}: family {metric}: ours {:?} {help:?}, 2.42 {m}", f.kind));
             }
         }
     }
-    println!(
-        "{} oracle cases: {accepted} accepted, {rejected} rejected",
-        cases.len()
-    );
-    assert!(
-        failures.is_empty(),
-        "{} mismatches:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    println!("{} oracle cases: {accepted} accepted, {rejected} rejected", cases.len());
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
 }
 
 fn ok(body: &str) -> Exposition<'_> {
@@ -197,29 +155,18 @@ fn ok(body: &str) -> Exposition<'_> {
 
 #[test]
 fn t16_untyped_sample_does_not_inherit_previous_type() {
-    let b =
-        std::fs::read_to_string(oracle_dir().join("cases/t16_untyped_inherits_trap.txt")).unwrap();
+    let b = std::fs::read_to_string(oracle_dir().join("cases/t16_untyped_inherits_trap.txt")).unwrap();
     let e = ok(&b);
     let wind = e.samples.iter().find(|s| s.name == "wind_speed").unwrap();
     assert_eq!((wind.kind, wind.family), (MetricType::Unknown, None));
-    assert!(
-        e.samples
-            .iter()
-            .filter(|s| s.name.starts_with("h_"))
-            .all(|s| s.kind == MetricType::Histogram)
-    );
+    assert!(e.samples.iter().filter(|s| s.name.starts_with("h_")).all(|s| s.kind == MetricType::Histogram));
 }
 
 #[test]
 fn t21_metadata_block_first_types_by_name() {
-    let b =
-        std::fs::read_to_string(oracle_dir().join("cases/t21_dcgm_metadata_first.txt")).unwrap();
+    let b = std::fs::read_to_string(oracle_dir().join("cases/t21_dcgm_metadata_first.txt")).unwrap();
     let e = ok(&b);
-    let kinds: Vec<_> = e
-        .samples
-        .iter()
-        .map(|s| (s.name.as_ref(), s.kind))
-        .collect();
+    let kinds: Vec<_> = e.samples.iter().map(|s| (s.name.as_ref(), s.kind)).collect();
     assert_eq!(
         kinds,
         [
@@ -240,11 +187,7 @@ fn t40_suffixes_join_a_family_only_when_its_type_says_so() {
     let e = ok(
         "fake_sum 1\nfake_count 2\n# TYPE foo_count gauge\nfoo_count 3\n# TYPE s summary\ns 1\ns_sum 1\ns_count 1\ns_bucket 1\n# TYPE c counter\nc_total 1\nc_sum 1\n",
     );
-    let k: Vec<_> = e
-        .samples
-        .iter()
-        .map(|s| (s.name.as_ref(), s.kind, s.family))
-        .collect();
+    let k: Vec<_> = e.samples.iter().map(|s| (s.name.as_ref(), s.kind, s.family)).collect();
     assert_eq!(
         k,
         [
@@ -266,15 +209,9 @@ fn t44_created_series_are_their_own_gauges() {
     let b = std::fs::read_to_string(oracle_dir().join("cases/t44_created_gauges.txt")).unwrap();
     let e = ok(&b);
     assert_eq!(e.samples[0].kind, MetricType::Counter);
-    assert_eq!(
-        e.families[e.samples[0].family.unwrap() as usize].name,
-        "vllm:request_success_total"
-    );
+    assert_eq!(e.families[e.samples[0].family.unwrap() as usize].name, "vllm:request_success_total");
     assert_eq!(e.samples[1].kind, MetricType::Gauge);
-    assert_eq!(
-        e.families[e.samples[1].family.unwrap() as usize].name,
-        "vllm:request_success_created"
-    );
+    assert_eq!(e.families[e.samples[1].family.unwrap() as usize].name, "vllm:request_success_created");
 }
 
 #[test]
@@ -294,22 +231,10 @@ fn t24_quoted_names_are_accepted_on_purpose() {
     assert_eq!(e.labels(&e.samples[0]), &[("a".into(), "b".into())]);
     assert_eq!(e.samples[1].name, "my.metric");
     assert_eq!(e.labels(&e.samples[1]), &[("a".into(), "c".into())]);
-    assert_eq!(
-        e.labels(&e.samples[2]),
-        &[("dotted.label".into(), "v".into())]
-    );
+    assert_eq!(e.labels(&e.samples[2]), &[("dotted.label".into(), "v".into())]);
     assert_eq!(e.samples[3].name, "esc\"aped");
-    for bad in [
-        "{a=\"ok\"} 1\n",
-        "{} 1\n",
-        "a{\"b\"} 1\n",
-        "{\"a\",\"b\"} 1\n",
-        "{\"\"} 1\n",
-    ] {
-        assert!(
-            parse(bad.as_bytes(), Format::PrometheusText).is_err(),
-            "{bad:?}"
-        );
+    for bad in ["{a=\"ok\"} 1\n", "{} 1\n", "a{\"b\"} 1\n", "{\"a\",\"b\"} 1\n", "{\"\"} 1\n"] {
+        assert!(parse(bad.as_bytes(), Format::PrometheusText).is_err(), "{bad:?}");
     }
 }
 
@@ -330,10 +255,7 @@ fn line_numbers_and_error_positions() {
     assert_eq!(lines, [3, 5, 7]);
     let err = parse(b"a 1\nb{c=\"1\",,} 2\n", Format::PrometheusText).unwrap_err();
     assert_eq!((err.line, err.column, err.rule), (2, 9, None));
-    assert!(
-        err.to_string().starts_with("line 2:9: expected label name"),
-        "{err}"
-    );
+    assert!(err.to_string().starts_with("line 2:9: expected label name"), "{err}");
     let err = parse(b"a 1\nb 1e400\n", Format::PrometheusText).unwrap_err();
     assert_eq!((err.line, err.column), (2, 3));
     assert!(err.reason.contains("out of range"));
@@ -341,17 +263,9 @@ fn line_numbers_and_error_positions() {
 
 #[test]
 fn nan_is_canonical_and_values() {
-    let e = ok(
-        "a NaN\nb nan\nc 1e-400\nd -0\ne 0.1000000000000000055511151231257827021181583404541015625\n",
-    );
-    assert_eq!(
-        e.samples[0].value.to_bits(),
-        infertel_model::NORMAL_NAN_BITS
-    );
-    assert_eq!(
-        e.samples[1].value.to_bits(),
-        infertel_model::NORMAL_NAN_BITS
-    );
+    let e = ok("a NaN\nb nan\nc 1e-400\nd -0\ne 0.1000000000000000055511151231257827021181583404541015625\n");
+    assert_eq!(e.samples[0].value.to_bits(), infertel_model::NORMAL_NAN_BITS);
+    assert_eq!(e.samples[1].value.to_bits(), infertel_model::NORMAL_NAN_BITS);
     assert_eq!(e.samples[2].value, 0.0);
     assert!(e.samples[3].value == 0.0 && e.samples[3].value.is_sign_negative());
     assert_eq!(e.samples[4].value, 0.1);

@@ -6,11 +6,7 @@
 use infertel_inference::article::{self, VllmState};
 
 fn main() {
-    let dir = std::path::PathBuf::from(
-        std::env::args()
-            .nth(1)
-            .expect("usage: write_article_replay DIR"),
-    );
+    let dir = std::path::PathBuf::from(std::env::args().nth(1).expect("usage: write_article_replay DIR"));
     let t0 = 1_785_192_900; // 2026-07-27 22:55:00 UTC
     for job in ["vllm", "dcgm"] {
         std::fs::create_dir_all(dir.join(job)).expect("mkdir");
@@ -20,16 +16,9 @@ fn main() {
         let t = t0 + 15 * i;
         std::fs::write(
             dir.join("vllm").join(format!("{t}.prom")),
-            article::vllm(VllmState {
-                step,
-                ..Default::default()
-            }),
+            article::vllm(VllmState { step, ..Default::default() }),
         )
         .expect("write");
-        std::fs::write(
-            dir.join("dcgm").join(format!("{t}.prom")),
-            article::dcgm(step, false),
-        )
-        .expect("write");
+        std::fs::write(dir.join("dcgm").join(format!("{t}.prom")), article::dcgm(step, false)).expect("write");
     }
 }

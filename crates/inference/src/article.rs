@@ -59,15 +59,9 @@ fn hist(
         // A large base in every bucket keeps Prometheus' extrapolation
         // identical across buckets (no zero-clamping), so quantiles of its
         // rates equal ours exactly.
-        out.push_str(&format!(
-            "{name}_bucket{{{E},le=\"{b:?}\"}} {}\n",
-            base + cum * k
-        ));
+        out.push_str(&format!("{name}_bucket{{{E},le=\"{b:?}\"}} {}\n", base + cum * k));
     }
-    out.push_str(&format!(
-        "{name}_bucket{{{E},le=\"+Inf\"}} {}\n",
-        base + total * k
-    ));
+    out.push_str(&format!("{name}_bucket{{{E},le=\"+Inf\"}} {}\n", base + total * k));
     out.push_str(&format!("{name}_count{{{E}}} {}\n", base + total * k));
     out.push_str(&format!("{name}_sum{{{E}}} {}\n", sum_base + sum_per * k));
 }
@@ -78,29 +72,15 @@ pub fn vllm(s: VllmState) -> String {
     let b = |x: f64| if s.reset { 0.0 } else { x };
     let mut o = String::new();
     let mut counter = |name: &str, labels: &str, base: f64, per: f64| {
-        o.push_str(&format!(
-            "# HELP {name} {name}\n# TYPE {name} counter\n{name}{{{labels}}} {}\n",
-            b(base) + per * k
-        ));
+        o.push_str(&format!("# HELP {name} {name}\n# TYPE {name} counter\n{name}{{{labels}}} {}\n", b(base) + per * k));
     };
     counter("vllm:prompt_tokens_total", E, 1_000_000.0, 5_000.0);
     counter("vllm:prompt_tokens_cached_total", E, 300_000.0, 1_625.0);
     counter("vllm:prefix_cache_queries_total", E, 1_000_000.0, 5_000.0);
     counter("vllm:prefix_cache_hits_total", E, 300_000.0, 1_625.0);
-    counter(
-        "vllm:generation_tokens_total",
-        E,
-        2_000_000.0,
-        s.generated_per_window,
-    );
+    counter("vllm:generation_tokens_total", E, 2_000_000.0, s.generated_per_window);
     o.push_str("# HELP vllm:request_success_total Count of successfully processed requests.\n# TYPE vllm:request_success_total counter\n");
-    for (reason, per) in [
-        ("stop", 61.0),
-        ("length", 39.0),
-        ("abort", 0.0),
-        ("error", 0.0),
-        ("repetition", 0.0),
-    ] {
+    for (reason, per) in [("stop", 61.0), ("length", 39.0), ("abort", 0.0), ("error", 0.0), ("repetition", 0.0)] {
         o.push_str(&format!(
             "vllm:request_success_total{{{E},finished_reason=\"{reason}\"}} {}\n",
             b(10_000.0) + per * k
@@ -121,26 +101,8 @@ pub fn vllm(s: VllmState) -> String {
         b(171_518.0),
         171.518,
     );
-    hist(
-        &mut o,
-        "vllm:request_queue_time_seconds",
-        &lat,
-        &[100.0],
-        base,
-        k,
-        b(1.0),
-        0.001,
-    );
-    hist(
-        &mut o,
-        "vllm:request_prefill_time_seconds",
-        &lat,
-        &[100.0],
-        base,
-        k,
-        b(3_798.0),
-        3.798,
-    );
+    hist(&mut o, "vllm:request_queue_time_seconds", &lat, &[100.0], base, k, b(1.0), 0.001);
+    hist(&mut o, "vllm:request_prefill_time_seconds", &lat, &[100.0], base, k, b(3_798.0), 3.798);
     hist(
         &mut o,
         "vllm:request_decode_time_seconds",
@@ -213,7 +175,10 @@ pub fn vllm(s: VllmState) -> String {
     );
     o.push_str("# HELP http_requests_total Total number of requests by method, status and handler.\n# TYPE http_requests_total counter\n");
     for (status, per) in [("2xx", 99.0), ("4xx", 1.0)] {
-        o.push_str(&format!("http_requests_total{{handler=\"/v1/chat/completions\",method=\"POST\",status=\"{status}\"}} {}\n", b(10_000.0) + per * k));
+        o.push_str(&format!(
+            "http_requests_total{{handler=\"/v1/chat/completions\",method=\"POST\",status=\"{status}\"}} {}\n",
+            b(10_000.0) + per * k
+        ));
     }
     o
 }
@@ -225,56 +190,20 @@ pub fn dcgm(step: f64, dcgm46: bool) -> String {
     let n = |classic: &'static str, renamed: &'static str| if dcgm46 { renamed } else { classic };
     let mut o = String::new();
     let mut f = |name: &str, typ: &str, v: String| {
-        o.push_str(&format!(
-            "# HELP {name} {name}\n# TYPE {name} {typ}\n{name}{{{l}}} {v}\n"
-        ))
+        o.push_str(&format!("# HELP {name} {name}\n# TYPE {name} {typ}\n{name}{{{l}}} {v}\n"))
     };
-    f(
-        n("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_UTIL_RATIO"),
-        "gauge",
-        "100".into(),
-    );
+    f(n("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_UTIL_RATIO"), "gauge", "100".into());
     f("DCGM_FI_DEV_FB_FREE", "gauge", "1352".into());
     f("DCGM_FI_DEV_FB_USED", "gauge", "21483".into());
-    f(
-        n("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_BOARD_POWER_WATTS"),
-        "gauge",
-        "240.000000".into(),
-    );
-    f(
-        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-        "counter",
-        format!("{}", 9_000_000_000.0 + 14_400_000.0 * step),
-    );
-    f(
-        n(
-            "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-            "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO",
-        ),
-        "gauge",
-        "0.998000".into(),
-    );
-    f(
-        n(
-            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-            "DCGM_FI_PROF_TENSOR_UTIL_RATIO",
-        ),
-        "gauge",
-        "0.166000".into(),
-    );
-    f(
-        n("DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_DRAM_UTIL_RATIO"),
-        "gauge",
-        "0.804000".into(),
-    );
+    f(n("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_BOARD_POWER_WATTS"), "gauge", "240.000000".into());
+    f("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", format!("{}", 9_000_000_000.0 + 14_400_000.0 * step));
+    f(n("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO"), "gauge", "0.998000".into());
+    f(n("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_TENSOR_UTIL_RATIO"), "gauge", "0.166000".into());
+    f(n("DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_DRAM_UTIL_RATIO"), "gauge", "0.804000".into());
     o
 }
 
 /// The same GPU without the energy counter (power gauge only).
 pub fn dcgm_without_energy(step: f64) -> String {
-    dcgm(step, false)
-        .lines()
-        .filter(|l| !l.contains("TOTAL_ENERGY"))
-        .map(|l| format!("{l}\n"))
-        .collect()
+    dcgm(step, false).lines().filter(|l| !l.contains("TOTAL_ENERGY")).map(|l| format!("{l}\n")).collect()
 }

@@ -132,8 +132,7 @@ mod tests {
         for f in ["docs/derived-metrics.md", "README.md"] {
             let text = std::fs::read_to_string(format!("{root}/{f}")).unwrap();
             for d in super::CATALOG {
-                let listed = text.contains(&format!("`{}`", d.name))
-                    || text.contains(&format!("`{}{{", d.name));
+                let listed = text.contains(&format!("`{}`", d.name)) || text.contains(&format!("`{}{{", d.name));
                 assert!(listed, "{f} does not document {}", d.name);
             }
         }

@@ -31,12 +31,7 @@ pub struct Objectives {
 
 impl Default for Objectives {
     fn default() -> Self {
-        Objectives {
-            ttft_p95: 0.3,
-            itl_p95: 0.05,
-            queue_time_max: 0.001,
-            error_abort_ratio: 0.005,
-        }
+        Objectives { ttft_p95: 0.3, itl_p95: 0.05, queue_time_max: 0.001, error_abort_ratio: 0.005 }
     }
 }
 
@@ -48,10 +43,7 @@ pub struct Scale {
 
 impl Default for Scale {
     fn default() -> Self {
-        Scale {
-            kv_cache_usage: 0.6,
-            waiting_sustained_ms: 120_000,
-        }
+        Scale { kv_cache_usage: 0.6, waiting_sustained_ms: 120_000 }
     }
 }
 
@@ -63,10 +55,7 @@ pub struct MemoryBound {
 
 impl Default for MemoryBound {
     fn default() -> Self {
-        MemoryBound {
-            dram_active_min: 0.5,
-            tensor_active_max: 0.3,
-        }
+        MemoryBound { dram_active_min: 0.5, tensor_active_max: 0.3 }
     }
 }
 
@@ -117,10 +106,7 @@ pub struct Derived {
 
 impl Derived {
     pub fn label(&self, n: &str) -> Option<&str> {
-        self.labels
-            .iter()
-            .find(|(k, _)| k == n)
-            .map(|(_, v)| v.as_str())
+        self.labels.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str())
     }
 }
 
@@ -157,9 +143,7 @@ struct TargetState {
 /// Names the engine keeps (everything else passes through untouched).
 fn wanted(name: &str) -> bool {
     let base = schema::family_of(name);
-    ALL_INPUTS
-        .iter()
-        .any(|i| i.names.contains(&base) || i.names.contains(&name))
+    ALL_INPUTS.iter().any(|i| i.names.contains(&base) || i.names.contains(&name))
 }
 
 const ALL_INPUTS: &[&Input] = &[
@@ -194,23 +178,11 @@ const ALL_INPUTS: &[&Input] = &[
     &schema::GR_ENGINE_ACTIVE,
 ];
 
-const VLLM_GROUP: &[&str] = &[
-    "engine",
-    "instance",
-    "job",
-    "model_name",
-    "namespace",
-    "pod",
-];
-const GPU_GROUP: &[&str] = &[
-    "GPU_I_ID", "Hostname", "UUID", "gpu", "hostname", "instance", "job",
-];
+const VLLM_GROUP: &[&str] = &["engine", "instance", "job", "model_name", "namespace", "pod"];
+const GPU_GROUP: &[&str] = &["GPU_I_ID", "Hostname", "UUID", "gpu", "hostname", "instance", "job"];
 
 fn restrict(l: &Labels, names: &[&str]) -> LabelPairs {
-    names
-        .iter()
-        .filter_map(|n| l.get(n).map(|v| (n.to_string(), v.to_string())))
-        .collect()
+    names.iter().filter_map(|n| l.get(n).map(|v| (n.to_string(), v.to_string()))).collect()
 }
 
 fn with(mut base: LabelPairs, extra: &[(&str, &str)]) -> LabelPairs {
@@ -222,9 +194,7 @@ fn with(mut base: LabelPairs, extra: &[(&str, &str)]) -> LabelPairs {
 }
 
 fn matches(l: &Labels, group: &LabelPairs, names: &[&str]) -> bool {
-    names
-        .iter()
-        .all(|n| l.get(n) == group.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str()))
+    names.iter().all(|n| l.get(n) == group.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str()))
 }
 
 /// Per-target view at one time.
@@ -239,17 +209,9 @@ impl<'a> View<'a> {
     /// Prefers a name with live samples in the window (after a version
     /// switch the old name goes stale and the new one takes over).
     fn pick(&self, input: &Input, suffix: &str) -> Option<String> {
-        let names: Vec<String> = input
-            .names
-            .iter()
-            .map(|n| format!("{n}{suffix}"))
-            .filter(|n| self.st.series.contains_key(n))
-            .collect();
-        let live = |n: &String| {
-            self.st.series[n]
-                .values()
-                .any(|s| in_window(s, self.t, self.w).is_ok())
-        };
+        let names: Vec<String> =
+            input.names.iter().map(|n| format!("{n}{suffix}")).filter(|n| self.st.series.contains_key(n)).collect();
+        let live = |n: &String| self.st.series[n].values().any(|s| in_window(s, self.t, self.w).is_ok());
         names.iter().find(|n| live(n)).or(names.first()).cloned()
     }
 
@@ -275,12 +237,7 @@ impl<'a> View<'a> {
     }
 
     /// Sum of per-series rates.
-    fn rate(
-        &self,
-        input: &Input,
-        suffix: &str,
-        keep: &dyn Fn(&Labels) -> bool,
-    ) -> Result<f64, Skip> {
+    fn rate(&self, input: &Input, suffix: &str, keep: &dyn Fn(&Labels) -> bool) -> Result<f64, Skip> {
         let mut sum = 0.0;
         for (_, s) in self.select(input, suffix, keep)? {
             sum += increase(s)?.rate();
@@ -302,13 +259,7 @@ impl<'a> View<'a> {
     /// Gauge: (last, mean, max, min) over the window, summed over series for `last`.
     fn gauge(&self, input: &Input, keep: &dyn Fn(&Labels) -> bool) -> Result<GaugeStats, Skip> {
         let sel = self.select(input, "", keep)?;
-        let mut g = GaugeStats {
-            last: 0.0,
-            mean: 0.0,
-            max: f64::NEG_INFINITY,
-            min: f64::INFINITY,
-            first_ms: i64::MAX,
-        };
+        let mut g = GaugeStats { last: 0.0, mean: 0.0, max: f64::NEG_INFINITY, min: f64::INFINITY, first_ms: i64::MAX };
         for (_, s) in &sel {
             g.last += s[s.len() - 1].value;
             g.mean += s.iter().map(|x| x.value).sum::<f64>() / s.len() as f64;
@@ -384,11 +335,7 @@ impl Out {
     fn put(&mut self, name: &'static str, labels: LabelPairs, v: Result<f64, Skip>) -> Option<f64> {
         match v {
             Ok(x) if x.is_finite() => {
-                self.derived.push(Derived {
-                    name,
-                    labels,
-                    value: x,
-                });
+                self.derived.push(Derived { name, labels, value: x });
                 Some(x)
             }
             Ok(_) => {
@@ -405,18 +352,11 @@ impl Out {
 
 impl Engine {
     pub fn new(settings: Settings) -> Self {
-        Engine {
-            settings,
-            targets: BTreeMap::new(),
-            emitted: HashMap::new(),
-        }
+        Engine { settings, targets: BTreeMap::new(), emitted: HashMap::new() }
     }
 
     fn retention_ms(&self) -> i64 {
-        self.settings
-            .window_ms
-            .max(self.settings.scale.waiting_sustained_ms)
-            + 60_000
+        self.settings.window_ms.max(self.settings.scale.waiting_sustained_ms) + 60_000
     }
 
     /// Takes a scrape's series (any number of targets); returns each target
@@ -437,8 +377,7 @@ impl Engine {
         let mut accs: Vec<Acc<'_>> = Vec::new();
         let mut cur: Option<usize> = None;
         for s in series {
-            let (Some(job), Some(instance)) = (s.labels.get("job"), s.labels.get("instance"))
-            else {
+            let (Some(job), Some(instance)) = (s.labels.get("job"), s.labels.get("instance")) else {
                 continue;
             };
             let name = s.labels.metric_name();
@@ -449,7 +388,14 @@ impl Engine {
                 Some(i) if accs[i].job == job && accs[i].instance == instance => i,
                 _ => {
                     let i = accs.iter().position(|a| a.job == job && a.instance == instance).unwrap_or_else(|| {
-                        accs.push(Acc { job, instance, newest: i64::MIN, families: BTreeSet::new(), engine: false, any_live: false });
+                        accs.push(Acc {
+                            job,
+                            instance,
+                            newest: i64::MIN,
+                            families: BTreeSet::new(),
+                            engine: false,
+                            any_live: false,
+                        });
                         accs.len() - 1
                     });
                     cur = Some(i);
@@ -547,74 +493,46 @@ impl Engine {
         let mut event = None;
         if let Some(st) = self.targets.get(key) {
             let detected = schema::detect(&st.families, st.engine_label);
-            if let Some(s) = detected {
-                if st.schema != Some(s) {
-                    let missing = schema::expectations(s)
-                        .into_iter()
-                        .filter(|(i, _)| !i.names.iter().any(|n| st.families.contains(*n)))
-                        .map(|(i, d)| (i.names.join(" or "), d))
-                        .collect();
-                    event = Some(SchemaEvent {
-                        target: key.clone(),
-                        schema: s,
-                        previous: st.schema,
-                        missing,
-                    });
-                }
+            if let Some(s) = detected
+                && st.schema != Some(s)
+            {
+                let missing = schema::expectations(s)
+                    .into_iter()
+                    .filter(|(i, _)| !i.names.iter().any(|n| st.families.contains(*n)))
+                    .map(|(i, d)| (i.names.join(" or "), d))
+                    .collect();
+                event = Some(SchemaEvent { target: key.clone(), schema: s, previous: st.schema, missing });
             }
-            let view = View {
-                st,
-                t,
-                w: self.settings.window_ms,
-            };
-            let live = st.series.values().flat_map(|m| m.values()).any(|v| {
-                v.iter()
-                    .rev()
-                    .find(|x| x.timestamp_ms <= t)
-                    .is_some_and(|x| !is_stale_nan(x.value))
-            });
-            if live {
-                if let Some(s) = detected {
-                    let labels = vec![
-                        ("instance".into(), key.instance.clone()),
-                        ("job".into(), key.job.clone()),
-                        ("schema".into(), s.as_str().to_string()),
-                    ];
-                    out.derived.push(Derived {
-                        name: "infertel_target_schema_info",
-                        labels,
-                        value: 1.0,
-                    });
-                    match s.source() {
-                        Source::Vllm => self.eval_vllm(&view, key, s, &mut out),
-                        Source::Dcgm => self.eval_dcgm(&view, &mut out),
-                        Source::Other => {}
-                    }
+            let view = View { st, t, w: self.settings.window_ms };
+            let live = st
+                .series
+                .values()
+                .flat_map(|m| m.values())
+                .any(|v| v.iter().rev().find(|x| x.timestamp_ms <= t).is_some_and(|x| !is_stale_nan(x.value)));
+            if live && let Some(s) = detected {
+                let labels = vec![
+                    ("instance".into(), key.instance.clone()),
+                    ("job".into(), key.job.clone()),
+                    ("schema".into(), s.as_str().to_string()),
+                ];
+                out.derived.push(Derived { name: "infertel_target_schema_info", labels, value: 1.0 });
+                match s.source() {
+                    Source::Vllm => self.eval_vllm(&view, key, s, &mut out),
+                    Source::Dcgm => self.eval_dcgm(&view, &mut out),
+                    Source::Other => {}
                 }
             }
         }
-        if let Some(e) = &event {
-            if let Some(st) = self.targets.get_mut(key) {
-                st.schema = Some(e.schema);
-            }
+        if let Some(e) = &event
+            && let Some(st) = self.targets.get_mut(key)
+        {
+            st.schema = Some(e.schema);
         }
-        let now: BTreeSet<(&'static str, LabelPairs)> = out
-            .derived
-            .iter()
-            .map(|d| (d.name, d.labels.clone()))
-            .collect();
-        let prev = self
-            .emitted
-            .insert(key.clone(), now.clone())
-            .unwrap_or_default();
+        let now: BTreeSet<(&'static str, LabelPairs)> =
+            out.derived.iter().map(|d| (d.name, d.labels.clone())).collect();
+        let prev = self.emitted.insert(key.clone(), now.clone()).unwrap_or_default();
         let stale = prev.difference(&now).cloned().collect();
-        Evaluation {
-            at_ms: t,
-            derived: out.derived,
-            stale,
-            skipped: out.skipped,
-            schema_event: event,
-        }
+        Evaluation { at_ms: t, derived: out.derived, stale, skipped: out.skipped, schema_event: event }
     }
 
     fn eval_vllm(&self, v: &View, key: &TargetKey, schema: Schema, out: &mut Out) {
@@ -637,22 +555,15 @@ impl Engine {
             let lab = |extra: &[(&str, &str)]| with(g.clone(), extra);
             // Prefix cache.
             if schema == Schema::VllmV0 {
-                let r = v.gauge(&schema::PREFIX_HIT_RATE_V0, keep).and_then(|g| {
-                    if g.last < 0.0 {
-                        Err(Skip::ZeroDenominator)
-                    } else {
-                        Ok(g.last)
-                    }
-                });
+                let r = v
+                    .gauge(&schema::PREFIX_HIT_RATE_V0, keep)
+                    .and_then(|g| if g.last < 0.0 { Err(Skip::ZeroDenominator) } else { Ok(g.last) });
                 out.put("infertel_prefix_cache_hit_ratio", lab(&[]), r);
             } else {
                 out.put(
                     "infertel_prefix_cache_hit_ratio",
                     lab(&[]),
-                    ratio(
-                        v.rate(&schema::PREFIX_HITS, "", keep),
-                        v.rate(&schema::PREFIX_QUERIES, "", keep),
-                    ),
+                    ratio(v.rate(&schema::PREFIX_HITS, "", keep), v.rate(&schema::PREFIX_QUERIES, "", keep)),
                 );
             }
             let prompt = v.rate(&schema::PROMPT_TOKENS, "", keep);
@@ -665,16 +576,8 @@ impl Engine {
                 }
                 r => r,
             };
-            out.put(
-                "infertel_prompt_tokens_cached_ratio",
-                lab(&[]),
-                ratio(cached, prompt),
-            );
-            out.put(
-                "infertel_generation_tokens_per_second",
-                lab(&[]),
-                generation,
-            );
+            out.put("infertel_prompt_tokens_cached_ratio", lab(&[]), ratio(cached, prompt));
+            out.put("infertel_generation_tokens_per_second", lab(&[]), generation);
             out.put("infertel_prompt_tokens_per_second", lab(&[]), prompt);
             // Phases, per finished request.
             let requests = v.rate(&schema::E2E, "_count", keep);
@@ -696,10 +599,7 @@ impl Engine {
             out.put(
                 "infertel_decode_share",
                 lab(&[]),
-                ratio(
-                    v.rate(&schema::DECODE, "_sum", keep),
-                    v.rate(&schema::E2E, "_sum", keep),
-                ),
+                ratio(v.rate(&schema::DECODE, "_sum", keep), v.rate(&schema::E2E, "_sum", keep)),
             );
             let mut q95 = BTreeMap::new();
             for (name, input) in [
@@ -743,9 +643,8 @@ impl Engine {
                     for (l, s) in sel {
                         match increase(s) {
                             Ok(i) => {
-                                *by_reason
-                                    .entry(l.get("finished_reason").unwrap_or("").to_string())
-                                    .or_default() += i.rate()
+                                *by_reason.entry(l.get("finished_reason").unwrap_or("").to_string()).or_default() +=
+                                    i.rate()
                             }
                             Err(e) => failed = Some(e),
                         }
@@ -763,11 +662,7 @@ impl Engine {
                         }
                         Ok(total) => {
                             for (reason, x) in &by_reason {
-                                out.put(
-                                    "infertel_finished_ratio",
-                                    lab(&[("finished_reason", reason)]),
-                                    Ok(x / total),
-                                );
+                                out.put("infertel_finished_ratio", lab(&[("finished_reason", reason)]), Ok(x / total));
                             }
                             let ea = by_reason.get("error").copied().unwrap_or(0.0)
                                 + by_reason.get("abort").copied().unwrap_or(0.0);
@@ -778,11 +673,7 @@ impl Engine {
                 }
             }
             let kv = v.gauge(&schema::KV_USAGE, keep);
-            out.put(
-                "infertel_kv_cache_usage_ratio",
-                lab(&[]),
-                kv.map(|g| g.last),
-            );
+            out.put("infertel_kv_cache_usage_ratio", lab(&[]), kv.map(|g| g.last));
             let waiting = v.gauge(&schema::WAITING, keep);
             // Objectives.
             let o = &self.settings.objectives;
@@ -802,32 +693,16 @@ impl Engine {
                     out.skipped.push(("infertel_slo_ok", Skip::MissingInput));
                 }
             };
-            slo(
-                "ttft_p95",
-                q95["infertel_time_to_first_token_seconds"],
-                &|m| m <= o.ttft_p95,
-            );
-            slo(
-                "itl_p95",
-                q95["infertel_inter_token_latency_seconds"],
-                &|m| m <= o.itl_p95,
-            );
+            slo("ttft_p95", q95["infertel_time_to_first_token_seconds"], &|m| m <= o.ttft_p95);
+            slo("itl_p95", q95["infertel_inter_token_latency_seconds"], &|m| m <= o.itl_p95);
             let no_wait = waiting.map(|w| w.max <= 0.0).unwrap_or(true);
-            slo("queue", phase["queue"], &|m| {
-                m <= o.queue_time_max && no_wait
-            });
-            slo("error_abort_ratio", error_abort.ok(), &|m| {
-                m <= o.error_abort_ratio
-            });
+            slo("queue", phase["queue"], &|m| m <= o.queue_time_max && no_wait);
+            slo("error_abort_ratio", error_abort.ok(), &|m| m <= o.error_abort_ratio);
             // Scale signal.
             let sc = &self.settings.scale;
             let sustained = match &waiting {
                 Ok(_) => {
-                    let wv = View {
-                        st: v.st,
-                        t: v.t,
-                        w: sc.waiting_sustained_ms,
-                    };
+                    let wv = View { st: v.st, t: v.t, w: sc.waiting_sustained_ms };
                     wv.gauge(&schema::WAITING, keep)
                         .map(|g| g.min > 0.0 && g.first_ms <= v.t - sc.waiting_sustained_ms)
                         .unwrap_or(false)
@@ -836,33 +711,20 @@ impl Engine {
             };
             let sig = match (&kv, &waiting) {
                 (Err(e), Err(_)) => Err(*e),
-                _ => Ok(
-                    if kv.map(|g| g.last >= sc.kv_cache_usage).unwrap_or(false) || sustained {
-                        1.0
-                    } else {
-                        0.0
-                    },
-                ),
+                _ => Ok(if kv.map(|g| g.last >= sc.kv_cache_usage).unwrap_or(false) || sustained { 1.0 } else { 0.0 }),
             };
             out.put("infertel_scale_signal", lab(&[]), sig);
         }
         // HTTP errors per handler (no model_name on these).
-        let base = vec![
-            ("instance".to_string(), key.instance.clone()),
-            ("job".to_string(), key.job.clone()),
-        ];
+        let base = vec![("instance".to_string(), key.instance.clone()), ("job".to_string(), key.job.clone())];
         if let Ok(sel) = v.select(&schema::HTTP_REQUESTS, "", &|_| true) {
             let mut per: BTreeMap<String, (f64, f64, Option<Skip>)> = BTreeMap::new();
             for (l, s) in sel {
-                let e = per
-                    .entry(l.get("handler").unwrap_or("").to_string())
-                    .or_insert((0.0, 0.0, None));
+                let e = per.entry(l.get("handler").unwrap_or("").to_string()).or_insert((0.0, 0.0, None));
                 match increase(s) {
                     Ok(i) => {
                         e.1 += i.rate();
-                        if l.get("status")
-                            .is_some_and(|st| st.starts_with('4') || st.starts_with('5'))
-                        {
+                        if l.get("status").is_some_and(|st| st.starts_with('4') || st.starts_with('5')) {
                             e.0 += i.rate();
                         }
                     }
@@ -874,11 +736,7 @@ impl Engine {
                     Some(e) => Err(e),
                     None => ratio(Ok(bad), Ok(all)),
                 };
-                out.put(
-                    "infertel_http_error_ratio",
-                    with(base.clone(), &[("handler", &h)]),
-                    r,
-                );
+                out.put("infertel_http_error_ratio", with(base.clone(), &[("handler", &h)]), r);
             }
         }
         self.eval_power(v, key, &groups, out);
@@ -907,17 +765,10 @@ impl Engine {
             };
             out.put("infertel_vram_used_ratio", g.clone(), ratio(used, total));
             let mb = &self.settings.memory_bound;
-            let r = match (
-                v.gauge(&schema::DRAM_ACTIVE, keep),
-                v.gauge(&schema::TENSOR_ACTIVE, keep),
-            ) {
-                (Ok(d), Ok(t)) => Ok(
-                    if d.mean >= mb.dram_active_min && t.mean <= mb.tensor_active_max {
-                        1.0
-                    } else {
-                        0.0
-                    },
-                ),
+            let r = match (v.gauge(&schema::DRAM_ACTIVE, keep), v.gauge(&schema::TENSOR_ACTIVE, keep)) {
+                (Ok(d), Ok(t)) => {
+                    Ok(if d.mean >= mb.dram_active_min && t.mean <= mb.tensor_active_max { 1.0 } else { 0.0 })
+                }
                 (Err(e), _) | (_, Err(e)) => Err(e),
             };
             out.put("infertel_memory_bound", g.clone(), r);
@@ -931,11 +782,7 @@ impl Engine {
             if source_of(st) != Some(Source::Dcgm) {
                 continue;
             }
-            let v = View {
-                st,
-                t,
-                w: self.settings.window_ms,
-            };
+            let v = View { st, t, w: self.settings.window_ms };
             if let Some(n) = v.pick(&schema::POWER, "") {
                 let mut seen = BTreeSet::new();
                 for (l, s) in &st.series[&n] {
@@ -972,11 +819,7 @@ impl Engine {
         let all_gpus = self.gpu_selection(v.t);
         let get = |l: &LabelPairs, n: &str| l.iter().find(|(k, _)| k == n).map(|(_, x)| x.clone());
         // (output labels, vLLM rate, GPUs)
-        let mut jobs: Vec<(
-            LabelPairs,
-            Result<f64, Skip>,
-            Vec<&(&TargetState, LabelPairs)>,
-        )> = Vec::new();
+        let mut jobs: Vec<(LabelPairs, Result<f64, Skip>, Vec<&(&TargetState, LabelPairs)>)> = Vec::new();
         match &self.settings.join {
             Join::Node => {
                 // One series for the node, emitted by the first live vLLM target.
@@ -990,25 +833,16 @@ impl Engine {
                     return;
                 }
                 let mut tokens = Ok(0.0);
-                for st in self
-                    .targets
-                    .values()
-                    .filter(|st| source_of(st) == Some(Source::Vllm))
-                {
+                for st in self.targets.values().filter(|st| source_of(st) == Some(Source::Vllm)) {
                     let vv = View { st, t: v.t, w: v.w };
-                    match (
-                        vv.rate(&schema::GENERATION_TOKENS, "", &|_| true),
-                        &mut tokens,
-                    ) {
+                    match (vv.rate(&schema::GENERATION_TOKENS, "", &|_| true), &mut tokens) {
                         (Ok(r), Ok(sum)) => *sum += r,
                         (Err(Skip::MissingInput), _) => {}
                         (Err(e), t) => *t = Err(e),
                         (Ok(_), Err(_)) => {}
                     }
                 }
-                let node = all_gpus
-                    .iter()
-                    .find_map(|(_, l)| get(l, "Hostname").or_else(|| get(l, "hostname")));
+                let node = all_gpus.iter().find_map(|(_, l)| get(l, "Hostname").or_else(|| get(l, "hostname")));
                 let labels = match node {
                     Some(n) => vec![("node".to_string(), n)],
                     None => vec![],
@@ -1022,21 +856,14 @@ impl Engine {
                         continue;
                     };
                     let gk = g.clone();
-                    let rate = v.rate(&schema::GENERATION_TOKENS, "", &|l| {
-                        matches(l, &gk, VLLM_GROUP)
-                    });
+                    let rate = v.rate(&schema::GENERATION_TOKENS, "", &|l| matches(l, &gk, VLLM_GROUP));
                     let gpus = all_gpus
                         .iter()
                         .filter(|(_, l)| {
-                            get(l, "pod").as_ref() == Some(&pod)
-                                && get(l, "namespace").as_ref() == Some(&ns)
+                            get(l, "pod").as_ref() == Some(&pod) && get(l, "namespace").as_ref() == Some(&ns)
                         })
                         .collect();
-                    jobs.push((
-                        vec![("namespace".into(), ns), ("pod".into(), pod)],
-                        rate,
-                        gpus,
-                    ));
+                    jobs.push((vec![("namespace".into(), ns), ("pod".into(), pod)], rate, gpus));
                 }
             }
             Join::Map(map) => {
@@ -1045,10 +872,8 @@ impl Engine {
                     return;
                 };
                 let rate = v.rate(&schema::GENERATION_TOKENS, "", &|_| true);
-                let gpus = all_gpus
-                    .iter()
-                    .filter(|(_, l)| get(l, "UUID").is_some_and(|u| uuids.contains(&u)))
-                    .collect();
+                let gpus =
+                    all_gpus.iter().filter(|(_, l)| get(l, "UUID").is_some_and(|u| uuids.contains(&u))).collect();
                 jobs.push((vec![("instance".into(), key.instance.clone())], rate, gpus));
             }
         }
@@ -1084,11 +909,7 @@ impl Engine {
     pub fn gauge_over(&self, input: &Input, t: i64, max: bool) -> Option<f64> {
         let mut vals = Vec::new();
         for st in self.targets.values() {
-            let v = View {
-                st,
-                t,
-                w: self.settings.window_ms,
-            };
+            let v = View { st, t, w: self.settings.window_ms };
             if let Ok(sel) = v.select(input, "", &|_| true) {
                 for (_, s) in sel {
                     for x in s {

@@ -49,10 +49,7 @@ pub struct Report {
 }
 
 fn first(d: &[Derived], name: &str, label: Option<(&str, &str)>) -> Option<f64> {
-    d.iter()
-        .filter(|x| x.name == name && label.is_none_or(|(k, v)| x.label(k) == Some(v)))
-        .map(|x| x.value)
-        .next()
+    d.iter().filter(|x| x.name == name && label.is_none_or(|(k, v)| x.label(k) == Some(v))).map(|x| x.value).next()
 }
 
 fn worst(d: &[Derived], name: &str, label: (&str, &str)) -> Option<f64> {
@@ -110,11 +107,7 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
         ("infertel_e2e_latency_seconds", "e2e"),
     ] {
         for q in ["0.5", "0.95", "0.99"] {
-            put(
-                &mut m,
-                &format!("{key}_seconds_p{}", &q[2..]),
-                first(&all, n, Some(("quantile", q))),
-            );
+            put(&mut m, &format!("{key}_seconds_p{}", &q[2..]), first(&all, n, Some(("quantile", q))));
         }
     }
     for n in [
@@ -138,55 +131,24 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
         let r = d.label("finished_reason").unwrap_or("").to_string();
         m.entry(format!("finished_ratio_{r}")).or_insert(d.value);
     }
-    put(
-        &mut m,
-        "num_requests_waiting_max",
-        engine.gauge_over(&schema::WAITING, end_ms, true),
-    );
-    put(
-        &mut m,
-        "num_requests_running_max",
-        engine.gauge_over(&schema::RUNNING, end_ms, true),
-    );
-    put(
-        &mut m,
-        "gpu_util_percent_mean",
-        engine.gauge_over(&schema::GPU_UTIL, end_ms, false),
-    );
-    put(
-        &mut m,
-        "dram_active_mean",
-        engine.gauge_over(&schema::DRAM_ACTIVE, end_ms, false),
-    );
-    put(
-        &mut m,
-        "tensor_active_mean",
-        engine.gauge_over(&schema::TENSOR_ACTIVE, end_ms, false),
-    );
-    put(
-        &mut m,
-        "gpu_power_watts_mean",
-        engine.gauge_over(&schema::POWER, end_ms, false),
-    );
+    put(&mut m, "num_requests_waiting_max", engine.gauge_over(&schema::WAITING, end_ms, true));
+    put(&mut m, "num_requests_running_max", engine.gauge_over(&schema::RUNNING, end_ms, true));
+    put(&mut m, "gpu_util_percent_mean", engine.gauge_over(&schema::GPU_UTIL, end_ms, false));
+    put(&mut m, "dram_active_mean", engine.gauge_over(&schema::DRAM_ACTIVE, end_ms, false));
+    put(&mut m, "tensor_active_mean", engine.gauge_over(&schema::TENSOR_ACTIVE, end_ms, false));
+    put(&mut m, "gpu_power_watts_mean", engine.gauge_over(&schema::POWER, end_ms, false));
 
-    let verdict =
-        |objective: &str, target: String, value: Option<f64>, measured: String, ok: Option<f64>| {
-            Verdict {
-                objective: objective.into(),
-                target,
-                measured: if value.is_some() {
-                    measured
-                } else {
-                    "n/a".into()
-                },
-                verdict: match ok {
-                    Some(x) if x >= 1.0 => "PASS".into(),
-                    Some(_) => "FAIL".into(),
-                    None => "NO DATA".into(),
-                },
-                value,
-            }
-        };
+    let verdict = |objective: &str, target: String, value: Option<f64>, measured: String, ok: Option<f64>| Verdict {
+        objective: objective.into(),
+        target,
+        measured: if value.is_some() { measured } else { "n/a".into() },
+        verdict: match ok {
+            Some(x) if x >= 1.0 => "PASS".into(),
+            Some(_) => "FAIL".into(),
+            None => "NO DATA".into(),
+        },
+        value,
+    };
     // The worst instance decides: any 0 in slo_ok fails.
     let ok = |obj: &str| {
         all.iter()
@@ -197,11 +159,7 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
     let ttft = worst(&all, "infertel_slo_measured", ("objective", "ttft_p95"));
     let itl = worst(&all, "infertel_slo_measured", ("objective", "itl_p95"));
     let queue = worst(&all, "infertel_slo_measured", ("objective", "queue"));
-    let ea = worst(
-        &all,
-        "infertel_slo_measured",
-        ("objective", "error_abort_ratio"),
-    );
+    let ea = worst(&all, "infertel_slo_measured", ("objective", "error_abort_ratio"));
     let waiting_max = m.get("num_requests_waiting_max").copied();
     let verdicts = vec![
         verdict(
@@ -215,8 +173,7 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
             "itl_p95",
             format!("p95 ≤ {}", ms(o.itl_p95)),
             itl,
-            itl.map(|v| format!("{} (≈{:.0} tok/s)", ms(v), 1.0 / v))
-                .unwrap_or_default(),
+            itl.map(|v| format!("{} (≈{:.0} tok/s)", ms(v), 1.0 / v)).unwrap_or_default(),
             ok("itl_p95"),
         ),
         verdict(
@@ -224,13 +181,7 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
             format!("mean ≤ {}, waiting 0", ms(o.queue_time_max)),
             queue,
             queue
-                .map(|v| {
-                    format!(
-                        "{}, waiting max {}",
-                        ms(v),
-                        waiting_max.map_or("n/a".into(), |w| format!("{w}"))
-                    )
-                })
+                .map(|v| format!("{}, waiting max {}", ms(v), waiting_max.map_or("n/a".into(), |w| format!("{w}"))))
                 .unwrap_or_default(),
             ok("queue"),
         ),
@@ -245,27 +196,15 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
 
     let mut recs = Vec::new();
     let ev = |pairs: &[(&str, Option<f64>)]| -> Vec<Evidence> {
-        pairs
-            .iter()
-            .filter_map(|(k, v)| {
-                v.map(|v| Evidence {
-                    metric: k.to_string(),
-                    value: v,
-                })
-            })
-            .collect()
+        pairs.iter().filter_map(|(k, v)| v.map(|v| Evidence { metric: k.to_string(), value: v })).collect()
     };
     let g = |k: &str| m.get(k).copied();
     if let Some(share) = g("decode_share").filter(|s| *s >= 0.8) {
         let mut text = format!(
             "Decode takes {} of request time ({} decode vs {} prefill per request)",
             pct(share),
-            g("request_decode_seconds_mean")
-                .map(ms)
-                .unwrap_or("n/a".into()),
-            g("request_prefill_seconds_mean")
-                .map(ms)
-                .unwrap_or("n/a".into())
+            g("request_decode_seconds_mean").map(ms).unwrap_or("n/a".into()),
+            g("request_prefill_seconds_mean").map(ms).unwrap_or("n/a".into())
         );
         if let (Some(d), Some(t)) = (g("dram_active_mean"), g("tensor_active_mean")) {
             let _ = write!(text, "; DRAM active {} vs tensor pipe {}", pct(d), pct(t));
@@ -279,14 +218,8 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
             text,
             evidence: ev(&[
                 ("infertel_decode_share", Some(share)),
-                (
-                    "infertel_request_phase_seconds{phase=\"decode\"}",
-                    g("request_decode_seconds_mean"),
-                ),
-                (
-                    "infertel_request_phase_seconds{phase=\"prefill\"}",
-                    g("request_prefill_seconds_mean"),
-                ),
+                ("infertel_request_phase_seconds{phase=\"decode\"}", g("request_decode_seconds_mean")),
+                ("infertel_request_phase_seconds{phase=\"prefill\"}", g("request_prefill_seconds_mean")),
                 ("DCGM_FI_PROF_DRAM_ACTIVE", g("dram_active_mean")),
                 ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", g("tensor_active_mean")),
             ]),
@@ -323,11 +256,7 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
             g("gpu_util_percent_mean").map_or("n/a".into(), |u| format!("{u:.1}%")),
         );
         recs.push(Recommendation {
-            id: if now {
-                "scale_out_now".into()
-            } else {
-                "scale_on_kv_and_waiting".into()
-            },
+            id: if now { "scale_out_now".into() } else { "scale_on_kv_and_waiting".into() },
             text,
             evidence: ev(&[
                 ("infertel_kv_cache_usage_ratio", kv),
@@ -348,13 +277,7 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
             evidence: ev(&[("infertel_request_phase_seconds{phase=\"queue\"}", Some(q)), ("infertel_vram_used_ratio", g("vram_used_ratio"))]),
         });
     }
-    Report {
-        window_seconds: s.window_ms as f64 / 1000.0,
-        targets,
-        verdicts,
-        measurements: m,
-        recommendations: recs,
-    }
+    Report { window_seconds: s.window_ms as f64 / 1000.0, targets, verdicts, measurements: m, recommendations: recs }
 }
 
 impl Report {
@@ -372,44 +295,20 @@ impl Report {
         };
         add(
             "queue / prefill / decode per request",
-            match (
-                g("request_queue_seconds_mean"),
-                g("request_prefill_seconds_mean"),
-                g("request_decode_seconds_mean"),
-            ) {
+            match (g("request_queue_seconds_mean"), g("request_prefill_seconds_mean"), g("request_decode_seconds_mean"))
+            {
                 (Some(a), Some(b), Some(c)) => Some(format!("{} / {} / {}", ms(a), ms(b), ms(c))),
                 _ => None,
             },
         );
         add("decode share", g("decode_share").map(pct));
-        add(
-            "prompt tokens from prefix cache",
-            g("prompt_tokens_cached_ratio").map(pct),
-        );
-        add(
-            "prefix-cache hit ratio",
-            g("prefix_cache_hit_ratio").map(pct),
-        );
-        add(
-            "tokens per iteration",
-            g("tokens_per_iteration").map(|x| format!("{x:.2}")),
-        );
-        add(
-            "generated tokens/s",
-            g("generation_tokens_per_second").map(|x| format!("{x:.1}")),
-        );
-        add(
-            "generated / prompt tokens",
-            g("generation_to_prompt_ratio").map(|x| format!("{x:.2}")),
-        );
-        add(
-            "finished: length share",
-            g("finished_ratio_length").map(pct),
-        );
-        add(
-            "KV-cache usage (pool, not VRAM)",
-            g("kv_cache_usage_ratio").map(pct),
-        );
+        add("prompt tokens from prefix cache", g("prompt_tokens_cached_ratio").map(pct));
+        add("prefix-cache hit ratio", g("prefix_cache_hit_ratio").map(pct));
+        add("tokens per iteration", g("tokens_per_iteration").map(|x| format!("{x:.2}")));
+        add("generated tokens/s", g("generation_tokens_per_second").map(|x| format!("{x:.1}")));
+        add("generated / prompt tokens", g("generation_to_prompt_ratio").map(|x| format!("{x:.2}")));
+        add("finished: length share", g("finished_ratio_length").map(pct));
+        add("KV-cache usage (pool, not VRAM)", g("kv_cache_usage_ratio").map(pct));
         add("VRAM used", g("vram_used_ratio").map(pct));
         add(
             "DRAM active / tensor active",
@@ -418,10 +317,7 @@ impl Report {
                 _ => None,
             },
         );
-        add(
-            "tokens per joule (per watt)",
-            g("tokens_per_watt").map(|x| format!("{x:.2}")),
-        );
+        add("tokens per joule (per watt)", g("tokens_per_watt").map(|x| format!("{x:.2}")));
         v
     }
 
@@ -433,50 +329,26 @@ impl Report {
             self.window_seconds,
             self.targets
                 .iter()
-                .map(|t| format!(
-                    "{}/{} ({})",
-                    t.job,
-                    t.instance,
-                    t.schema.as_deref().unwrap_or("unknown")
-                ))
+                .map(|t| format!("{}/{} ({})", t.job, t.instance, t.schema.as_deref().unwrap_or("unknown")))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
         let _ = writeln!(out);
-        let rows: Vec<[String; 4]> = std::iter::once([
-            "objective".to_string(),
-            "target".into(),
-            "measured".into(),
-            "verdict".into(),
-        ])
-        .chain(self.verdicts.iter().map(|v| {
-            [
-                v.objective.clone(),
-                v.target.clone(),
-                v.measured.clone(),
-                v.verdict.clone(),
-            ]
-        }))
-        .collect();
-        let w: Vec<usize> = (0..4)
-            .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-            .collect();
-        for (n, r) in rows.iter().enumerate() {
-            let cells: Vec<String> = r
-                .iter()
-                .enumerate()
-                .map(|(i, c)| format!("{c}{}", " ".repeat(w[i] - c.chars().count())))
+        let rows: Vec<[String; 4]> =
+            std::iter::once(["objective".to_string(), "target".into(), "measured".into(), "verdict".into()])
+                .chain(
+                    self.verdicts
+                        .iter()
+                        .map(|v| [v.objective.clone(), v.target.clone(), v.measured.clone(), v.verdict.clone()]),
+                )
                 .collect();
+        let w: Vec<usize> = (0..4).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+        for (n, r) in rows.iter().enumerate() {
+            let cells: Vec<String> =
+                r.iter().enumerate().map(|(i, c)| format!("{c}{}", " ".repeat(w[i] - c.chars().count()))).collect();
             let _ = writeln!(out, "{}", cells.join("  ").trim_end());
             if n == 0 {
-                let _ = writeln!(
-                    out,
-                    "{}",
-                    w.iter()
-                        .map(|x| "-".repeat(*x))
-                        .collect::<Vec<_>>()
-                        .join("  ")
-                );
+                let _ = writeln!(out, "{}", w.iter().map(|x| "-".repeat(*x)).collect::<Vec<_>>().join("  "));
             }
         }
         let _ = writeln!(out, "\nmeasured:");
@@ -492,21 +364,10 @@ impl Report {
 
     pub fn to_markdown(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "## infertel report ({}s window)\n",
-            self.window_seconds
-        );
-        let _ = writeln!(
-            out,
-            "| objective | target | measured | verdict |\n|---|---|---|---|"
-        );
+        let _ = writeln!(out, "## infertel report ({}s window)\n", self.window_seconds);
+        let _ = writeln!(out, "| objective | target | measured | verdict |\n|---|---|---|---|");
         for v in &self.verdicts {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | **{}** |",
-                v.objective, v.target, v.measured, v.verdict
-            );
+            let _ = writeln!(out, "| {} | {} | {} | **{}** |", v.objective, v.target, v.measured, v.verdict);
         }
         let _ = writeln!(out, "\n| measured | value |\n|---|---|");
         for (k, v) in self.facts() {
@@ -514,11 +375,7 @@ impl Report {
         }
         let _ = writeln!(out, "\n### Recommendations\n");
         for r in &self.recommendations {
-            let ev: Vec<String> = r
-                .evidence
-                .iter()
-                .map(|e| format!("`{}` = {}", e.metric, e.value))
-                .collect();
+            let ev: Vec<String> = r.evidence.iter().map(|e| format!("`{}` = {}", e.metric, e.value)).collect();
             let _ = writeln!(out, "- **{}**: {} ({})", r.id, r.text, ev.join(", "));
         }
         out

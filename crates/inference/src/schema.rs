@@ -142,11 +142,7 @@ pub fn detect(families: &BTreeSet<String>, vllm_engine_label: bool) -> Option<Sc
             "DCGM_FI_PROF_DRAM_UTIL_RATIO",
             "DCGM_FI_PROF_TENSOR_UTIL_RATIO",
         ];
-        return Some(if renamed.iter().any(|n| has(n)) {
-            Schema::Dcgm46
-        } else {
-            Schema::DcgmClassic
-        });
+        return Some(if renamed.iter().any(|n| has(n)) { Schema::Dcgm46 } else { Schema::DcgmClassic });
     }
     None
 }

@@ -61,16 +61,9 @@ pub fn in_window(all: &[Sample], t: i64, window_ms: i64) -> Result<&[Sample], Sk
     // Stale markers inside the window (a series that came back) split it: use
     // the part after the last one.
     let slice = &all[start..end];
-    let from = slice
-        .iter()
-        .rposition(|s| infertel_model::is_stale_nan(s.value))
-        .map_or(0, |i| i + 1);
+    let from = slice.iter().rposition(|s| infertel_model::is_stale_nan(s.value)).map_or(0, |i| i + 1);
     let slice = &slice[from..];
-    if slice.is_empty() {
-        Err(Skip::MissingInput)
-    } else {
-        Ok(slice)
-    }
+    if slice.is_empty() { Err(Skip::MissingInput) } else { Ok(slice) }
 }
 
 /// Counter increase between the first and last sample, resets corrected.
@@ -159,10 +152,7 @@ mod tests {
     use super::*;
 
     fn s(t: i64, v: f64) -> Sample {
-        Sample {
-            timestamp_ms: t,
-            value: v,
-        }
+        Sample { timestamp_ms: t, value: v }
     }
 
     #[test]
@@ -196,15 +186,8 @@ mod tests {
         // Rank in +Inf: the highest finite bound.
         let inf = [(0.1, 1.0), (f64::INFINITY, 10.0)];
         assert_eq!(histogram_quantile(0.99, &inf), Some(0.1));
-        assert_eq!(
-            histogram_quantile(0.5, &[(0.1, 0.0), (f64::INFINITY, 0.0)]),
-            None
-        );
-        assert_eq!(
-            histogram_quantile(0.5, &[(0.1, 1.0)]),
-            None,
-            "no +Inf bucket"
-        );
+        assert_eq!(histogram_quantile(0.5, &[(0.1, 0.0), (f64::INFINITY, 0.0)]), None);
+        assert_eq!(histogram_quantile(0.5, &[(0.1, 1.0)]), None, "no +Inf bucket");
         // Non-monotonic counts are forced up.
         let nm = [(0.1, 5.0), (0.2, 4.0), (f64::INFINITY, 10.0)];
         assert_eq!(histogram_quantile(0.45, &nm), Some(0.1 * (4.5 / 5.0)));

@@ -15,10 +15,7 @@ fn scrape(instance: &str, ts: i64) -> Vec<Series> {
                 ("instance", instance),
                 ("model_name", "m"),
             ]),
-            samples: vec![Sample {
-                timestamp_ms: ts,
-                value: 1.0,
-            }],
+            samples: vec![Sample { timestamp_ms: ts, value: 1.0 }],
         })
         .collect()
 }
@@ -31,10 +28,7 @@ fn vanished_targets_are_forgotten_after_the_retention() {
     for pod in 0..200 {
         for _ in 0..6 {
             t += 5_000;
-            e.ingest(&scrape(
-                &format!("10.0.{}.{}:8000", pod / 250, pod % 250),
-                t,
-            ));
+            e.ingest(&scrape(&format!("10.0.{}.{}:8000", pod / 250, pod % 250), t));
             // A long-lived target scraped throughout.
             e.ingest(&scrape("10.9.9.9:8000", t));
         }
@@ -46,14 +40,8 @@ fn vanished_targets_are_forgotten_after_the_retention() {
     }
     // Default window 1m, waiting_sustained 2m: retention 3 min = 6 pods of 30 s.
     let kept = e.tracked_targets();
-    assert!(
-        kept >= 2,
-        "the long-lived target and the current pod are kept: {kept}"
-    );
-    assert!(
-        kept <= 9,
-        "only targets seen within the retention are kept: {kept}"
-    );
+    assert!(kept >= 2, "the long-lived target and the current pod are kept: {kept}");
+    assert!(kept <= 9, "only targets seen within the retention are kept: {kept}");
     // The long-lived target is still there.
     assert!(e.targets().any(|k| k.instance == "10.9.9.9:8000"));
 }

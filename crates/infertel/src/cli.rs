@@ -5,7 +5,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
-#[command(name = "infertel", version, about = "Telemetry agent for self-hosted LLM inference (vLLM + dcgm-exporter → Prometheus remote write / OTLP)")]
+#[command(
+    name = "infertel",
+    version,
+    about = "Telemetry agent for self-hosted LLM inference (vLLM + dcgm-exporter → Prometheus remote write / OTLP)"
+)]
 pub struct Cli {
     #[command(flatten)]
     pub log: LogArgs,

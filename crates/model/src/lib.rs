@@ -99,10 +99,7 @@ impl Labels {
 
     /// Value of the label `name`, if present.
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .binary_search_by(|l| l.name.as_bytes().cmp(name.as_bytes()))
-            .ok()
-            .map(|i| &*self.0[i].value)
+        self.0.binary_search_by(|l| l.name.as_bytes().cmp(name.as_bytes())).ok().map(|i| &*self.0[i].value)
     }
 
     /// The metric name (`__name__`), or "" when absent.

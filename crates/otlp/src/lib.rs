@@ -39,9 +39,8 @@ use infertel_model::{Labels, METRIC_NAME, Metadata, MetricType, Series, is_stale
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
 use opentelemetry_proto::tonic::metrics::v1::{
-    AggregationTemporality, Gauge, Histogram, HistogramDataPoint, Metric, NumberDataPoint,
-    ResourceMetrics, ScopeMetrics, Sum, Summary, SummaryDataPoint, metric, number_data_point,
-    summary_data_point::ValueAtQuantile,
+    AggregationTemporality, Gauge, Histogram, HistogramDataPoint, Metric, NumberDataPoint, ResourceMetrics,
+    ScopeMetrics, Sum, Summary, SummaryDataPoint, metric, number_data_point, summary_data_point::ValueAtQuantile,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use std::collections::{BTreeMap, HashMap};
@@ -93,10 +92,7 @@ pub struct MetadataStore {
 }
 
 fn cumulative(k: MetricType) -> bool {
-    matches!(
-        k,
-        MetricType::Counter | MetricType::Histogram | MetricType::Summary
-    )
+    matches!(k, MetricType::Counter | MetricType::Histogram | MetricType::Summary)
 }
 
 impl MetadataStore {
@@ -132,11 +128,7 @@ impl MetadataStore {
     /// writes those as separate gauge families), then the exact name, then
     /// the type suffixes.
     pub fn classify(&self, name: &str) -> Classified {
-        let c = |family: &str, kind, role| Classified {
-            family: family.to_string(),
-            kind,
-            role,
-        };
+        let c = |family: &str, kind, role| Classified { family: family.to_string(), kind, role };
         if let Some(base) = name.strip_suffix("_created") {
             if let Some(k) = self.kind(base).filter(|k| cumulative(*k)) {
                 return c(base, k, Role::Created);
@@ -146,42 +138,30 @@ impl MetadataStore {
                 return c(&total, MetricType::Counter, Role::Created);
             }
         }
-        if let Some(k) = self.kind(name) {
-            if !matches!(k, MetricType::Histogram | MetricType::GaugeHistogram) {
-                return c(name, k, Role::Value);
-            }
+        if let Some(k) = self.kind(name)
+            && !matches!(k, MetricType::Histogram | MetricType::GaugeHistogram)
+        {
+            return c(name, k, Role::Value);
         }
         let suffixes: [(&str, Role, &[MetricType]); 6] = [
-            (
-                "_bucket",
-                Role::Bucket,
-                &[MetricType::Histogram, MetricType::GaugeHistogram],
-            ),
-            (
-                "_sum",
-                Role::Sum,
-                &[MetricType::Histogram, MetricType::Summary],
-            ),
-            (
-                "_count",
-                Role::Count,
-                &[MetricType::Histogram, MetricType::Summary],
-            ),
+            ("_bucket", Role::Bucket, &[MetricType::Histogram, MetricType::GaugeHistogram]),
+            ("_sum", Role::Sum, &[MetricType::Histogram, MetricType::Summary]),
+            ("_count", Role::Count, &[MetricType::Histogram, MetricType::Summary]),
             ("_gsum", Role::Sum, &[MetricType::GaugeHistogram]),
             ("_gcount", Role::Count, &[MetricType::GaugeHistogram]),
             ("_total", Role::Value, &[MetricType::Counter]),
         ];
         for (suffix, role, kinds) in suffixes {
-            if let Some(base) = name.strip_suffix(suffix) {
-                if let Some(k) = self.kind(base).filter(|k| kinds.contains(k)) {
-                    return c(base, k, role);
-                }
+            if let Some(base) = name.strip_suffix(suffix)
+                && let Some(k) = self.kind(base).filter(|k| kinds.contains(k))
+            {
+                return c(base, k, role);
             }
         }
-        if let Some(base) = name.strip_suffix("_info") {
-            if self.kind(base) == Some(MetricType::Info) {
-                return c(base, MetricType::Info, Role::Value);
-            }
+        if let Some(base) = name.strip_suffix("_info")
+            && self.kind(base) == Some(MetricType::Info)
+        {
+            return c(base, MetricType::Info, Role::Value);
         }
         c(name, MetricType::Unknown, Role::Value)
     }
@@ -220,19 +200,15 @@ pub fn ucum_unit(unit: &str) -> String {
 /// then a `_<unit>` suffix named by `# UNIT`; never leaves an empty name.
 pub fn trim_suffixes(name: &str, kind: MetricType, unit: &str) -> String {
     let mut n = name;
-    if kind == MetricType::Counter {
-        if let Some(b) = n.strip_suffix("_total").filter(|b| !b.is_empty()) {
-            n = b;
-        }
+    if kind == MetricType::Counter
+        && let Some(b) = n.strip_suffix("_total").filter(|b| !b.is_empty())
+    {
+        n = b;
     }
-    if !unit.is_empty() {
-        if let Some(b) = n
-            .strip_suffix(unit)
-            .and_then(|b| b.strip_suffix('_'))
-            .filter(|b| !b.is_empty())
-        {
-            n = b;
-        }
+    if !unit.is_empty()
+        && let Some(b) = n.strip_suffix(unit).and_then(|b| b.strip_suffix('_')).filter(|b| !b.is_empty())
+    {
+        n = b;
     }
     n.to_string()
 }
@@ -253,30 +229,18 @@ pub struct Plan {
 }
 
 /// How one series name is exported in `naming` (labels are its label names).
-pub fn plan(
-    store: &MetadataStore,
-    naming: Naming,
-    trim: bool,
-    name: &str,
-    labels: &[&str],
-) -> Plan {
+pub fn plan(store: &MetadataStore, naming: Naming, trim: bool, name: &str, labels: &[&str]) -> Plan {
     let c = store.classify(name);
     let md = store.get(&c.family);
     let unit = md.map(|m| &*m.unit).unwrap_or("");
     let attrs = |skip: &[&str]| {
-        labels
-            .iter()
-            .filter(|l| **l != METRIC_NAME && !skip.contains(l))
-            .map(|l| l.to_string())
-            .collect::<Vec<_>>()
+        labels.iter().filter(|l| **l != METRIC_NAME && !skip.contains(l)).map(|l| l.to_string()).collect::<Vec<_>>()
     };
     match naming {
         Naming::Preserve => {
             let t = match (c.kind, c.role) {
                 (MetricType::Counter, Role::Value) => "sum(monotonic)",
-                (MetricType::Histogram | MetricType::Summary, Role::Count | Role::Bucket) => {
-                    "sum(monotonic)"
-                }
+                (MetricType::Histogram | MetricType::Summary, Role::Count | Role::Bucket) => "sum(monotonic)",
                 (MetricType::Histogram | MetricType::Summary, Role::Sum) => "sum",
                 _ => "gauge",
             };
@@ -289,10 +253,7 @@ pub fn plan(
             }
         }
         Naming::Otel => {
-            let res = vec![
-                "job→service.name".to_string(),
-                "instance→service.instance.id".to_string(),
-            ];
+            let res = vec!["job→service.name".to_string(), "instance→service.instance.id".to_string()];
             if name == "target_info" {
                 return Plan {
                     name: name.into(),
@@ -327,11 +288,7 @@ pub fn plan(
                 (MetricType::Info | MetricType::StateSet, _) => (name.to_string(), "sum"),
                 _ => (name.to_string(), "gauge"),
             };
-            let final_name = if trim {
-                trim_suffixes(&base, c.kind, unit)
-            } else {
-                base
-            };
+            let final_name = if trim { trim_suffixes(&base, c.kind, unit) } else { base };
             Plan {
                 name: final_name,
                 otlp_type: t.into(),
@@ -346,9 +303,7 @@ pub fn plan(
 fn kv(k: &str, v: &str) -> KeyValue {
     KeyValue {
         key: k.to_string(),
-        value: Some(AnyValue {
-            value: Some(any_value::Value::StringValue(v.to_string())),
-        }),
+        value: Some(AnyValue { value: Some(any_value::Value::StringValue(v.to_string())) }),
         ..Default::default()
     }
 }
@@ -358,11 +313,7 @@ fn ms_to_ns(ms: i64) -> u64 {
 }
 
 fn secs_to_ns(s: f64) -> u64 {
-    if s.is_finite() && s > 0.0 {
-        (s * 1e9).round() as u64
-    } else {
-        0
-    }
+    if s.is_finite() && s > 0.0 { (s * 1e9).round() as u64 } else { 0 }
 }
 
 /// Start-time state of one cumulative stream.
@@ -436,10 +387,7 @@ fn stream_key(res: &ResourceKey, family: &str, labels: &Labels, skip: &[&str]) -
 }
 
 fn resource_of(labels: &Labels) -> ResourceKey {
-    (
-        labels.get("job").unwrap_or("").to_string(),
-        labels.get("instance").unwrap_or("").to_string(),
-    )
+    (labels.get("job").unwrap_or("").to_string(), labels.get("instance").unwrap_or("").to_string())
 }
 
 /// Stable FNV-1a, for sharding.
@@ -460,9 +408,7 @@ impl TargetInfo {
     /// Remembers the `target_info` series of a batch (Otel mode only).
     pub fn update(&mut self, series: &[Series]) {
         for s in series {
-            if s.labels.metric_name() != "target_info"
-                || s.samples.iter().all(|x| is_stale_nan(x.value))
-            {
+            if s.labels.metric_name() != "target_info" || s.samples.iter().all(|x| is_stale_nan(x.value)) {
                 continue;
             }
             let attrs = s
@@ -480,11 +426,7 @@ const DP_SKIP: &[&str] = &["job", "instance", "le", "quantile"];
 
 impl Converter {
     pub fn new(naming: Naming, trim_metric_suffixes: bool) -> Self {
-        Converter {
-            naming,
-            trim_metric_suffixes,
-            ..Default::default()
-        }
+        Converter { naming, trim_metric_suffixes, ..Default::default() }
     }
 
     /// The key series are sharded by: every series of one data point
@@ -494,12 +436,7 @@ impl Converter {
             Naming::Preserve => s.labels.stable_hash(),
             Naming::Otel => {
                 let c = store.classify(s.labels.metric_name());
-                fnv(&stream_key(
-                    &resource_of(&s.labels),
-                    &c.family,
-                    &s.labels,
-                    DP_SKIP,
-                ))
+                fnv(&stream_key(&resource_of(&s.labels), &c.family, &s.labels, DP_SKIP))
             }
         }
     }
@@ -516,12 +453,7 @@ impl Converter {
             self.created.remove(stream);
             return 0;
         }
-        let created = self
-            .created
-            .get(stream)
-            .map(|c| c.0)
-            .map(secs_to_ns)
-            .filter(|n| *n > 0);
+        let created = self.created.get(stream).map(|c| c.0).map(secs_to_ns).filter(|n| *n > 0);
         let t = match self.tracks.get(stream).copied() {
             None => Track {
                 start_ns: created.unwrap_or(ms_to_ns(ts_ms)),
@@ -538,12 +470,7 @@ impl Converter {
                 } else {
                     prev.start_ns
                 };
-                Track {
-                    start_ns: start,
-                    last: value,
-                    last_ts_ms: ts_ms,
-                    seen_ms: self.now_ms,
-                }
+                Track { start_ns: start, last: value, last_ts_ms: ts_ms, seen_ms: self.now_ms }
             }
         };
         self.tracks.insert(stream.to_string(), t);
@@ -588,13 +515,7 @@ impl Converter {
             let c = store.classify(s.labels.metric_name());
             if c.role == Role::Created {
                 let key = stream_key(&resource_of(&s.labels), &c.family, &s.labels, DP_SKIP);
-                if let Some(v) = s
-                    .samples
-                    .iter()
-                    .rev()
-                    .map(|x| x.value)
-                    .find(|v| !is_stale_nan(*v))
-                {
+                if let Some(v) = s.samples.iter().rev().map(|x| x.value).find(|v| !is_stale_nan(*v)) {
                     self.created.insert(key, (v, self.now_ms));
                 }
             }
@@ -609,10 +530,7 @@ impl Converter {
                 self.preserve(acc, &res, s, &c, store);
                 continue;
             }
-            if name == "target_info"
-                || c.role == Role::Created
-                || c.kind == MetricType::GaugeHistogram
-            {
+            if name == "target_info" || c.role == Role::Created || c.kind == MetricType::GaugeHistogram {
                 continue;
             }
             match c.kind {
@@ -625,18 +543,18 @@ impl Converter {
                         .map(|l| kv(&l.name, &l.value))
                         .collect();
                     for x in &s.samples {
-                        let h = acc
-                            .hists
-                            .entry((c.family.clone(), stream.clone(), x.timestamp_ms))
-                            .or_insert_with(|| HistAcc {
-                                attrs: attrs.clone(),
-                                stream: stream.clone(),
-                                ts_ms: x.timestamp_ms,
-                                buckets: vec![],
-                                sum: None,
-                                count: None,
-                                stale: false,
-                                quantiles: vec![],
+                        let h =
+                            acc.hists.entry((c.family.clone(), stream.clone(), x.timestamp_ms)).or_insert_with(|| {
+                                HistAcc {
+                                    attrs: attrs.clone(),
+                                    stream: stream.clone(),
+                                    ts_ms: x.timestamp_ms,
+                                    buckets: vec![],
+                                    sum: None,
+                                    count: None,
+                                    stale: false,
+                                    quantiles: vec![],
+                                }
                             });
                         if is_stale_nan(x.value) {
                             h.stale = true;
@@ -783,18 +701,13 @@ impl Converter {
             if !res.1.is_empty() {
                 attrs.push(kv("service.instance.id", &res.1));
             }
-            if otel {
-                if let Some(extra) = targets.0.get(&res) {
-                    for (k, v) in extra {
-                        attrs.push(kv(k, v));
-                    }
+            if otel && let Some(extra) = targets.0.get(&res) {
+                for (k, v) in extra {
+                    attrs.push(kv(k, v));
                 }
             }
             out.push(ResourceMetrics {
-                resource: Some(Resource {
-                    attributes: attrs,
-                    ..Default::default()
-                }),
+                resource: Some(Resource { attributes: attrs, ..Default::default() }),
                 scope_metrics: vec![ScopeMetrics {
                     scope: Some(InstrumentationScope {
                         name: SCOPE_NAME.into(),
@@ -807,13 +720,7 @@ impl Converter {
                 ..Default::default()
             });
         }
-        if out.is_empty() {
-            None
-        } else {
-            Some(ExportMetricsServiceRequest {
-                resource_metrics: out,
-            })
-        }
+        if out.is_empty() { None } else { Some(ExportMetricsServiceRequest { resource_metrics: out }) }
     }
 
     fn preserve(
@@ -831,12 +738,8 @@ impl Converter {
             (Role::Created, Some(m)) => (Some(m), m.kind),
             _ => (store.get(&c.family), c.kind),
         };
-        let attrs: Vec<KeyValue> = s
-            .labels
-            .iter()
-            .filter(|l| &*l.name != METRIC_NAME)
-            .map(|l| kv(&l.name, &l.value))
-            .collect();
+        let attrs: Vec<KeyValue> =
+            s.labels.iter().filter(|l| &*l.name != METRIC_NAME).map(|l| kv(&l.name, &l.value)).collect();
         let sum_kind = match (c.kind, c.role) {
             (MetricType::Counter, Role::Value) => Some(true),
             (MetricType::Histogram | MetricType::Summary, Role::Count | Role::Bucket) => Some(true),
@@ -852,17 +755,11 @@ impl Converter {
             let start = match sum_kind {
                 None => 0,
                 Some(_) => {
-                    if let (false, Some(cv)) = (stale, self.created.get(&created_key).map(|c| c.0))
-                    {
+                    if let (false, Some(cv)) = (stale, self.created.get(&created_key).map(|c| c.0)) {
                         let ns = secs_to_ns(cv);
                         self.tracks.insert(
                             series_key.clone(),
-                            Track {
-                                start_ns: ns,
-                                last: x.value,
-                                last_ts_ms: x.timestamp_ms,
-                                seen_ms: self.now_ms,
-                            },
+                            Track { start_ns: ns, last: x.value, last_ts_ms: x.timestamp_ms, seen_ms: self.now_ms },
                         );
                         ns
                     } else {
@@ -896,11 +793,7 @@ fn number_point(attributes: Vec<KeyValue>, start: u64, ts_ms: i64, v: f64) -> Nu
         start_time_unix_nano: start,
         time_unix_nano: ms_to_ns(ts_ms),
         flags: if stale { NO_RECORDED_VALUE } else { 0 },
-        value: if stale {
-            None
-        } else {
-            Some(number_data_point::Value::AsDouble(v))
-        },
+        value: if stale { None } else { Some(number_data_point::Value::AsDouble(v)) },
         ..Default::default()
     }
 }
@@ -915,11 +808,7 @@ fn new_metric(name: &str, md: Option<&Metadata>, kind: MetricType, data: metric:
     }
 }
 
-fn metric_slot<'a>(
-    acc: &'a mut ResourceAcc,
-    name: &str,
-    make: impl FnOnce() -> Metric,
-) -> &'a mut Metric {
+fn metric_slot<'a>(acc: &'a mut ResourceAcc, name: &str, make: impl FnOnce() -> Metric) -> &'a mut Metric {
     let i = match acc.index.get(name) {
         Some(i) => *i,
         None => {
@@ -943,14 +832,10 @@ fn push_number(
 ) {
     let m = metric_slot(acc, name, || {
         let data = match sum {
-            Some(mono) => metric::Data::Sum(Sum {
-                data_points: vec![],
-                aggregation_temporality: CUMULATIVE,
-                is_monotonic: mono,
-            }),
-            None => metric::Data::Gauge(Gauge {
-                data_points: vec![],
-            }),
+            Some(mono) => {
+                metric::Data::Sum(Sum { data_points: vec![], aggregation_temporality: CUMULATIVE, is_monotonic: mono })
+            }
+            None => metric::Data::Gauge(Gauge { data_points: vec![] }),
         };
         new_metric(name, md, kind, data)
     });
@@ -964,13 +849,10 @@ fn push_number(
 fn push_hist(acc: &mut ResourceAcc, name: &str, md: Option<&Metadata>, kind: MetricType, d: Data) {
     let m = metric_slot(acc, name, || {
         let data = match d {
-            Data::H(_) => metric::Data::Histogram(Histogram {
-                data_points: vec![],
-                aggregation_temporality: CUMULATIVE,
-            }),
-            Data::S(_) => metric::Data::Summary(Summary {
-                data_points: vec![],
-            }),
+            Data::H(_) => {
+                metric::Data::Histogram(Histogram { data_points: vec![], aggregation_temporality: CUMULATIVE })
+            }
+            Data::S(_) => metric::Data::Summary(Summary { data_points: vec![] }),
         };
         new_metric(name, md, kind, data)
     });

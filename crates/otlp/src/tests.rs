@@ -5,28 +5,16 @@ use opentelemetry_proto::tonic::metrics::v1::metric::Data as D;
 /// Parses exposition text the way the receiver does: series with job and
 /// instance added, all at `ts_ms`, plus the family metadata.
 fn scrape(text: &str, ts_ms: i64) -> (Vec<Series>, Vec<Metadata>) {
-    let exp =
-        infertel_exposition::parse(text.as_bytes(), infertel_exposition::Format::PrometheusText)
-            .unwrap();
+    let exp = infertel_exposition::parse(text.as_bytes(), infertel_exposition::Format::PrometheusText).unwrap();
     let series = exp
         .samples
         .iter()
         .map(|s| {
-            let mut l: Vec<Label> = exp
-                .labels(s)
-                .iter()
-                .map(|(n, v)| Label::new(&**n, &**v))
-                .collect();
+            let mut l: Vec<Label> = exp.labels(s).iter().map(|(n, v)| Label::new(&**n, &**v)).collect();
             l.push(Label::new(METRIC_NAME, &*s.name));
             l.push(Label::new("job", "vllm"));
             l.push(Label::new("instance", "10.0.0.1:8000"));
-            Series {
-                labels: Labels::from_vec(l),
-                samples: vec![Sample {
-                    timestamp_ms: ts_ms,
-                    value: s.value,
-                }],
-            }
+            Series { labels: Labels::from_vec(l), samples: vec![Sample { timestamp_ms: ts_ms, value: s.value }] }
         })
         .collect();
     let md = exp
@@ -43,27 +31,18 @@ fn scrape(text: &str, ts_ms: i64) -> (Vec<Series>, Vec<Metadata>) {
 }
 
 fn metrics(req: &ExportMetricsServiceRequest) -> Vec<&Metric> {
-    req.resource_metrics
-        .iter()
-        .flat_map(|r| &r.scope_metrics)
-        .flat_map(|s| &s.metrics)
-        .collect()
+    req.resource_metrics.iter().flat_map(|r| &r.scope_metrics).flat_map(|s| &s.metrics).collect()
 }
 
 fn find<'a>(req: &'a ExportMetricsServiceRequest, name: &str) -> &'a Metric {
-    metrics(req)
-        .into_iter()
-        .find(|m| m.name == name)
-        .unwrap_or_else(|| panic!("no metric {name}"))
+    metrics(req).into_iter().find(|m| m.name == name).unwrap_or_else(|| panic!("no metric {name}"))
 }
 
 fn attr(kvs: &[KeyValue], k: &str) -> Option<String> {
-    kvs.iter()
-        .find(|x| x.key == k)
-        .and_then(|x| match &x.value.as_ref()?.value {
-            Some(any_value::Value::StringValue(s)) => Some(s.clone()),
-            _ => None,
-        })
+    kvs.iter().find(|x| x.key == k).and_then(|x| match &x.value.as_ref()?.value {
+        Some(any_value::Value::StringValue(s)) => Some(s.clone()),
+        _ => None,
+    })
 }
 
 const VLLM: &str = r#"# HELP vllm:prompt_tokens_total Number of prefill tokens processed.
@@ -93,40 +72,19 @@ fn classify_follows_families_and_suffixes() {
     let mut st = MetadataStore::default();
     st.update(&md);
     assert_eq!(st.classify("vllm:prompt_tokens_total").role, Role::Value);
-    assert_eq!(
-        st.classify("vllm:prompt_tokens_total").kind,
-        MetricType::Counter
-    );
+    assert_eq!(st.classify("vllm:prompt_tokens_total").kind, MetricType::Counter);
     let c = st.classify("vllm:prompt_tokens_created");
-    assert_eq!(
-        (c.family.as_str(), c.role),
-        ("vllm:prompt_tokens_total", Role::Created)
-    );
+    assert_eq!((c.family.as_str(), c.role), ("vllm:prompt_tokens_total", Role::Created));
     let c = st.classify("vllm:e2e_request_latency_seconds_bucket");
     assert_eq!(
         (c.family.as_str(), c.kind, c.role),
-        (
-            "vllm:e2e_request_latency_seconds",
-            MetricType::Histogram,
-            Role::Bucket
-        )
+        ("vllm:e2e_request_latency_seconds", MetricType::Histogram, Role::Bucket)
     );
-    assert_eq!(
-        st.classify("vllm:e2e_request_latency_seconds_created").role,
-        Role::Created
-    );
-    assert_eq!(
-        st.classify("vllm:e2e_request_latency_seconds_count").role,
-        Role::Count
-    );
+    assert_eq!(st.classify("vllm:e2e_request_latency_seconds_created").role, Role::Created);
+    assert_eq!(st.classify("vllm:e2e_request_latency_seconds_count").role, Role::Count);
     assert_eq!(st.classify("nothing_known").kind, MetricType::Unknown);
     // A plain gauge whose name ends in _created stays a gauge.
-    st.update(&[Metadata {
-        family: "x_created".into(),
-        kind: MetricType::Gauge,
-        help: "".into(),
-        unit: "".into(),
-    }]);
+    st.update(&[Metadata { family: "x_created".into(), kind: MetricType::Gauge, help: "".into(), unit: "".into() }]);
     assert_eq!(st.classify("x_created").role, Role::Value);
 }
 
@@ -140,14 +98,8 @@ fn otel_mapping_of_counter_gauge_histogram_with_created() {
     assert_eq!(req.resource_metrics.len(), 1);
     let r = req.resource_metrics[0].resource.as_ref().unwrap();
     assert_eq!(attr(&r.attributes, "service.name").as_deref(), Some("vllm"));
-    assert_eq!(
-        attr(&r.attributes, "service.instance.id").as_deref(),
-        Some("10.0.0.1:8000")
-    );
-    let scope = req.resource_metrics[0].scope_metrics[0]
-        .scope
-        .as_ref()
-        .unwrap();
+    assert_eq!(attr(&r.attributes, "service.instance.id").as_deref(), Some("10.0.0.1:8000"));
+    let scope = req.resource_metrics[0].scope_metrics[0].scope.as_ref().unwrap();
     assert_eq!(scope.name, "infertel");
     let names: Vec<&str> = metrics(&req).iter().map(|m| m.name.as_str()).collect();
     assert!(
@@ -158,37 +110,21 @@ fn otel_mapping_of_counter_gauge_histogram_with_created() {
 
     let m = find(&req, "vllm:prompt_tokens_total");
     assert_eq!(m.description, "Number of prefill tokens processed.");
-    assert_eq!(
-        attr(&m.metadata, "prometheus.type").as_deref(),
-        Some("counter")
-    );
-    let Some(D::Sum(s)) = &m.data else {
-        panic!("counter is a sum")
-    };
+    assert_eq!(attr(&m.metadata, "prometheus.type").as_deref(), Some("counter"));
+    let Some(D::Sum(s)) = &m.data else { panic!("counter is a sum") };
     assert!(s.is_monotonic);
-    assert_eq!(
-        s.aggregation_temporality,
-        AggregationTemporality::Cumulative as i32
-    );
+    assert_eq!(s.aggregation_temporality, AggregationTemporality::Cumulative as i32);
     let p = &s.data_points[0];
     assert_eq!(p.start_time_unix_nano, 1_700_000_000_000_000_000);
     assert_eq!(p.time_unix_nano, 1_700_000_000_000_000_000);
     assert_eq!(p.value, Some(number_data_point::Value::AsDouble(100.0)));
     assert_eq!(attr(&p.attributes, "model_name").as_deref(), Some("m"));
-    assert_eq!(
-        attr(&p.attributes, "job"),
-        None,
-        "job is a resource attribute"
-    );
+    assert_eq!(attr(&p.attributes, "job"), None, "job is a resource attribute");
 
-    let Some(D::Gauge(g)) = &find(&req, "vllm:num_requests_running").data else {
-        panic!("gauge")
-    };
+    let Some(D::Gauge(g)) = &find(&req, "vllm:num_requests_running").data else { panic!("gauge") };
     assert_eq!(g.data_points[0].start_time_unix_nano, 0);
 
-    let Some(D::Histogram(h)) = &find(&req, "vllm:e2e_request_latency_seconds").data else {
-        panic!("histogram")
-    };
+    let Some(D::Histogram(h)) = &find(&req, "vllm:e2e_request_latency_seconds").data else { panic!("histogram") };
     let p = &h.data_points[0];
     assert_eq!(p.explicit_bounds, vec![0.5, 1.0]);
     assert_eq!(p.bucket_counts, vec![2, 3, 2]);
@@ -208,36 +144,19 @@ fn start_time_is_first_seen_and_moves_on_reset() {
         st.update(&md);
         s[0].samples[0].value = v;
         let req = c.convert(&s, st, &TargetInfo::default()).unwrap();
-        let Some(D::Sum(sum)) = &find(&req, "c_total").data else {
-            panic!()
-        };
+        let Some(D::Sum(sum)) = &find(&req, "c_total").data else { panic!() };
         sum.data_points[0].clone()
     };
-    assert_eq!(
-        point(&mut c, &mut st, 10.0, 1000).start_time_unix_nano,
-        1_000_000_000
-    );
-    assert_eq!(
-        point(&mut c, &mut st, 15.0, 2000).start_time_unix_nano,
-        1_000_000_000
-    );
+    assert_eq!(point(&mut c, &mut st, 10.0, 1000).start_time_unix_nano, 1_000_000_000);
+    assert_eq!(point(&mut c, &mut st, 15.0, 2000).start_time_unix_nano, 1_000_000_000);
     // Reset: the start moves to just after the last point before it.
-    assert_eq!(
-        point(&mut c, &mut st, 2.0, 3000).start_time_unix_nano,
-        2_001_000_000
-    );
-    assert_eq!(
-        point(&mut c, &mut st, 4.0, 4000).start_time_unix_nano,
-        2_001_000_000
-    );
+    assert_eq!(point(&mut c, &mut st, 2.0, 3000).start_time_unix_nano, 2_001_000_000);
+    assert_eq!(point(&mut c, &mut st, 4.0, 4000).start_time_unix_nano, 2_001_000_000);
     // Stale: flagged, no value, stream forgotten.
     let p = point(&mut c, &mut st, stale_nan(), 5000);
     assert_eq!(p.flags, NO_RECORDED_VALUE);
     assert_eq!(p.value, None);
-    assert_eq!(
-        point(&mut c, &mut st, 1.0, 6000).start_time_unix_nano,
-        6_000_000_000
-    );
+    assert_eq!(point(&mut c, &mut st, 1.0, 6000).start_time_unix_nano, 6_000_000_000);
 }
 
 #[test]
@@ -248,31 +167,18 @@ fn histogram_rules_no_count_dropped_no_sum_unset_stale_flagged() {
     st.update(&md);
     let mut c = Converter::new(Naming::Otel, false);
     let req = c.convert(&s, &st, &TargetInfo::default()).unwrap();
-    assert!(
-        metrics(&req).iter().all(|m| m.name != "g"),
-        "no _count: dropped"
-    );
-    let Some(D::Histogram(h)) = &find(&req, "h").data else {
-        panic!()
-    };
+    assert!(metrics(&req).iter().all(|m| m.name != "g"), "no _count: dropped");
+    let Some(D::Histogram(h)) = &find(&req, "h").data else { panic!() };
     assert_eq!(h.data_points[0].sum, None);
     assert_eq!(h.data_points[0].bucket_counts, vec![1, 2]);
     // Staleness on every series of the histogram.
     let stale: Vec<Series> = s
         .iter()
         .filter(|x| x.labels.metric_name().starts_with("h_"))
-        .map(|x| Series {
-            labels: x.labels.clone(),
-            samples: vec![Sample {
-                timestamp_ms: 2000,
-                value: stale_nan(),
-            }],
-        })
+        .map(|x| Series { labels: x.labels.clone(), samples: vec![Sample { timestamp_ms: 2000, value: stale_nan() }] })
         .collect();
     let req = c.convert(&stale, &st, &TargetInfo::default()).unwrap();
-    let Some(D::Histogram(h)) = &find(&req, "h").data else {
-        panic!()
-    };
+    let Some(D::Histogram(h)) = &find(&req, "h").data else { panic!() };
     assert_eq!(h.data_points[0].flags, NO_RECORDED_VALUE);
     assert_eq!(h.data_points[0].count, 0);
 }
@@ -283,29 +189,17 @@ fn summary_mapping() {
     let (s, md) = scrape(text, 1000);
     let mut st = MetadataStore::default();
     st.update(&md);
-    let req = Converter::new(Naming::Otel, false)
-        .convert(&s, &st, &TargetInfo::default())
-        .unwrap();
-    let Some(D::Summary(sm)) = &find(&req, "s").data else {
-        panic!()
-    };
+    let req = Converter::new(Naming::Otel, false).convert(&s, &st, &TargetInfo::default()).unwrap();
+    let Some(D::Summary(sm)) = &find(&req, "s").data else { panic!() };
     let p = &sm.data_points[0];
     assert_eq!((p.count, p.sum), (3, 0.0), "no _sum: sum = 0");
     assert_eq!(
-        p.quantile_values
-            .iter()
-            .map(|q| (q.quantile, q.value))
-            .collect::<Vec<_>>(),
+        p.quantile_values.iter().map(|q| (q.quantile, q.value)).collect::<Vec<_>>(),
         vec![(0.5, 1.0), (0.9, 2.0)]
     );
-    let Some(D::Summary(t)) = &find(&req, "t").data else {
-        panic!()
-    };
+    let Some(D::Summary(t)) = &find(&req, "t").data else { panic!() };
     assert_eq!(t.data_points[0].sum, 9.0);
-    assert!(
-        metrics(&req).iter().all(|m| m.name != "u"),
-        "no _count: dropped"
-    );
+    assert!(metrics(&req).iter().all(|m| m.name != "u"), "no _count: dropped");
 }
 
 #[test]
@@ -316,9 +210,7 @@ fn target_info_becomes_resource() {
     st.update(&md);
     let mut ti = TargetInfo::default();
     ti.update(&s);
-    let req = Converter::new(Naming::Otel, false)
-        .convert(&s, &st, &ti)
-        .unwrap();
+    let req = Converter::new(Naming::Otel, false).convert(&s, &st, &ti).unwrap();
     assert_eq!(metrics(&req).len(), 1);
     let r = req.resource_metrics[0].resource.as_ref().unwrap();
     assert_eq!(attr(&r.attributes, "k8s_pod_name").as_deref(), Some("p"));
@@ -326,30 +218,18 @@ fn target_info_becomes_resource() {
 
 #[test]
 fn trim_metric_suffixes_like_the_collector() {
-    assert_eq!(
-        trim_suffixes("vllm:prompt_tokens_total", MetricType::Counter, ""),
-        "vllm:prompt_tokens"
-    );
-    assert_eq!(
-        trim_suffixes("http_seconds_total", MetricType::Counter, "seconds"),
-        "http"
-    );
+    assert_eq!(trim_suffixes("vllm:prompt_tokens_total", MetricType::Counter, ""), "vllm:prompt_tokens");
+    assert_eq!(trim_suffixes("http_seconds_total", MetricType::Counter, "seconds"), "http");
     assert_eq!(trim_suffixes("x_total", MetricType::Gauge, ""), "x_total");
     assert_eq!(trim_suffixes("_total", MetricType::Counter, ""), "_total");
     assert_eq!(
-        trim_suffixes(
-            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-            MetricType::Counter,
-            ""
-        ),
+        trim_suffixes("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", MetricType::Counter, ""),
         "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
     );
     let (s, md) = scrape(VLLM, 1000);
     let mut st = MetadataStore::default();
     st.update(&md);
-    let req = Converter::new(Naming::Otel, true)
-        .convert(&s, &st, &TargetInfo::default())
-        .unwrap();
+    let req = Converter::new(Naming::Otel, true).convert(&s, &st, &TargetInfo::default()).unwrap();
     find(&req, "vllm:prompt_tokens");
 }
 
@@ -374,31 +254,17 @@ fn preserve_mode_one_metric_per_series_name() {
     assert!(sum("vllm:e2e_request_latency_seconds_bucket").unwrap().0);
     assert!(sum("vllm:e2e_request_latency_seconds_count").unwrap().0);
     assert!(!sum("vllm:e2e_request_latency_seconds_sum").unwrap().0);
-    assert!(
-        sum("vllm:prompt_tokens_created").is_none(),
-        "created is a gauge"
-    );
-    assert!(matches!(
-        find(&req, "vllm:num_requests_running").data,
-        Some(D::Gauge(_))
-    ));
+    assert!(sum("vllm:prompt_tokens_created").is_none(), "created is a gauge");
+    assert!(matches!(find(&req, "vllm:num_requests_running").data, Some(D::Gauge(_))));
     let m = find(&req, "vllm:e2e_request_latency_seconds_bucket");
-    assert_eq!(
-        attr(&m.metadata, "prometheus.type").as_deref(),
-        Some("histogram")
-    );
+    assert_eq!(attr(&m.metadata, "prometheus.type").as_deref(), Some("histogram"));
     let (_, pts) = sum("vllm:e2e_request_latency_seconds_bucket").unwrap();
     assert_eq!(pts.len(), 3);
     assert!(
         pts.iter()
-            .all(|p| attr(&p.attributes, "job").as_deref() == Some("vllm")
-                && attr(&p.attributes, "le").is_some())
+            .all(|p| attr(&p.attributes, "job").as_deref() == Some("vllm") && attr(&p.attributes, "le").is_some())
     );
-    assert!(
-        pts.iter()
-            .all(|p| p.start_time_unix_nano == 1_600_000_000_000_000_000),
-        "start from _created"
-    );
+    assert!(pts.iter().all(|p| p.start_time_unix_nano == 1_600_000_000_000_000_000), "start from _created");
     let (_, pts) = sum("vllm:prompt_tokens_total").unwrap();
     assert_eq!(pts[0].start_time_unix_nano, 1_700_000_000_000_000_000);
 }
@@ -415,10 +281,7 @@ fn plans_for_names_command() {
         "vllm:e2e_request_latency_seconds_bucket",
         &["__name__", "le", "model_name", "job"],
     );
-    assert_eq!(
-        (p.name.as_str(), p.otlp_type.as_str()),
-        ("vllm:e2e_request_latency_seconds", "histogram")
-    );
+    assert_eq!((p.name.as_str(), p.otlp_type.as_str()), ("vllm:e2e_request_latency_seconds", "histogram"));
     assert_eq!(p.attributes, vec!["model_name"]);
     let p = plan(
         &st,
@@ -427,15 +290,8 @@ fn plans_for_names_command() {
         "vllm:e2e_request_latency_seconds_bucket",
         &["__name__", "le", "model_name", "job"],
     );
-    assert_eq!(
-        (p.name.as_str(), p.otlp_type.as_str()),
-        ("vllm:e2e_request_latency_seconds_bucket", "sum(monotonic)")
-    );
-    assert!(
-        plan(&st, Naming::Otel, false, "vllm:prompt_tokens_created", &[])
-            .otlp_type
-            .starts_with("dropped")
-    );
+    assert_eq!((p.name.as_str(), p.otlp_type.as_str()), ("vllm:e2e_request_latency_seconds_bucket", "sum(monotonic)"));
+    assert!(plan(&st, Naming::Otel, false, "vllm:prompt_tokens_created", &[]).otlp_type.starts_with("dropped"));
 }
 
 #[test]
@@ -452,10 +308,7 @@ fn ucum_units() {
 fn start_time_state_of_unseen_streams_is_forgotten() {
     let mut conv = Converter::new(Naming::Otel, false);
     let mut store = MetadataStore::default();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
     // 100 generations of 10 churning counters each (with `_created`).
     for g in 0..100 {
         let mut text = String::from("# TYPE req counter\n");
@@ -465,8 +318,7 @@ fn start_time_state_of_unseen_streams_is_forgotten() {
         }
         let (series, md) = scrape(&text, 1000);
         store.update(&md);
-        conv.convert(&series, &store, &TargetInfo::default())
-            .unwrap();
+        conv.convert(&series, &store, &TargetInfo::default()).unwrap();
     }
     assert_eq!(conv.tracked(), 1000);
     assert_eq!(conv.created_tracked(), 1000);
@@ -479,7 +331,6 @@ fn start_time_state_of_unseen_streams_is_forgotten() {
     assert_eq!(conv.created_tracked(), 0);
     // A stream seen again starts anew.
     let (series, _) = scrape("# TYPE req counter\nreq_total{pod=\"x\"} 7 2000\n", 2000);
-    conv.convert(&series, &store, &TargetInfo::default())
-        .unwrap();
+    conv.convert(&series, &store, &TargetInfo::default()).unwrap();
     assert_eq!(conv.tracked(), 1);
 }

@@ -20,7 +20,13 @@ const BODY: &[u8] = include_bytes!("data/node-1000.prom");
 
 fn target() -> Target {
     let labels = Labels::from_pairs([("job", "bench"), ("instance", "127.0.0.1:21000")]);
-    Target { all_labels: labels.clone(), labels, url: "http://127.0.0.1:21000/metrics".into(), interval: Duration::from_secs(1), timeout: Duration::from_secs(1) }
+    Target {
+        all_labels: labels.clone(),
+        labels,
+        url: "http://127.0.0.1:21000/metrics".into(),
+        interval: Duration::from_secs(1),
+        timeout: Duration::from_secs(1),
+    }
 }
 
 fn job() -> JobSettings {
@@ -49,17 +55,24 @@ fn bench(c: &mut Criterion) {
     let mut cache = SeriesCache::default();
     let mut series = Vec::new();
     let mut md = Vec::new();
-    let samples = build_series(BODY, None, 1, &t, &j, &mut cache, &mut series, &mut md, true).expect("fixture").post_relabel;
+    let samples =
+        build_series(BODY, None, 1, &t, &j, &mut cache, &mut series, &mut md, true).expect("fixture").post_relabel;
     let mut g = c.benchmark_group("hot_path");
     g.throughput(Throughput::Elements(samples));
-    g.bench_function("parse", |b| b.iter(|| infertel_exposition::parse(black_box(BODY), infertel_exposition::Format::PrometheusText).map(|e| e.samples.len())));
+    g.bench_function("parse", |b| {
+        b.iter(|| {
+            infertel_exposition::parse(black_box(BODY), infertel_exposition::Format::PrometheusText)
+                .map(|e| e.samples.len())
+        })
+    });
     let mut ts = 2;
     g.bench_function("build_series_warm", |b| {
         b.iter(|| {
             series.clear();
             md.clear();
             ts += 1;
-            build_series(black_box(BODY), None, ts, &t, &j, &mut cache, &mut series, &mut md, false).map(|s| s.post_relabel)
+            build_series(black_box(BODY), None, ts, &t, &j, &mut cache, &mut series, &mut md, false)
+                .map(|s| s.post_relabel)
         })
     });
     // What a typical metric_relabel_configs adds: drop the Python runtime
@@ -76,7 +89,8 @@ fn bench(c: &mut Criterion) {
             series.clear();
             md.clear();
             ts_r += 1;
-            build_series(black_box(BODY), None, ts_r, &t, &jr, &mut cache_r, &mut series, &mut md, false).map(|s| s.post_relabel)
+            build_series(black_box(BODY), None, ts_r, &t, &jr, &mut cache_r, &mut series, &mut md, false)
+                .map(|s| s.post_relabel)
         })
     });
     series.clear();

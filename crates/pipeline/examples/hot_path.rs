@@ -15,7 +15,13 @@ const BODY: &[u8] = include_bytes!("../benches/data/node-1000.prom");
 fn main() {
     let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(200);
     let labels = Labels::from_pairs([("job", "bench"), ("instance", "127.0.0.1:21000")]);
-    let t = Target { all_labels: labels.clone(), labels, url: "http://127.0.0.1:21000/metrics".into(), interval: Duration::from_secs(1), timeout: Duration::from_secs(1) };
+    let t = Target {
+        all_labels: labels.clone(),
+        labels,
+        url: "http://127.0.0.1:21000/metrics".into(),
+        interval: Duration::from_secs(1),
+        timeout: Duration::from_secs(1),
+    };
     let j = JobSettings {
         receiver: "prometheus".into(),
         honor_labels: false,

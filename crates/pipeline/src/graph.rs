@@ -69,7 +69,8 @@ impl Service {
     /// Builds every component; `tap`, when given, also receives everything
     /// every receiver emits (used by `infertel demo`).
     pub fn build(cfg: Config, telemetry: Telemetry, tap: Option<Arc<dyn Consumer>>) -> Result<Service, String> {
-        let extensions: BTreeMap<String, ExtensionConfig> = cfg.extensions.0.iter().map(|(id, c)| (id.to_string(), c.clone())).collect();
+        let extensions: BTreeMap<String, ExtensionConfig> =
+            cfg.extensions.0.iter().map(|(id, c)| (id.to_string(), c.clone())).collect();
         let mut exporters: Vec<(ComponentId, Exporter)> = Vec::new();
         let used = |section: &str, id: &ComponentId| {
             cfg.service.pipelines.values().any(|p| {
@@ -86,22 +87,27 @@ impl Service {
                 continue;
             }
             let storage = match ec.queue().and_then(|q| q.storage.as_deref()) {
-                Some(s) => Some(
-                    extensions
-                        .get(s)
-                        .and_then(|e| e.storage())
-                        .ok_or_else(|| format!("exporter {id}: sending_queue.storage {s:?} is not a file_storage extension"))?,
-                ),
+                Some(s) => Some(extensions.get(s).and_then(|e| e.storage()).ok_or_else(|| {
+                    format!("exporter {id}: sending_queue.storage {s:?} is not a file_storage extension")
+                })?),
                 None => None,
             };
             let auth = match ec.authenticator() {
-                Some(a) => Some(extensions.get(a).cloned().ok_or_else(|| format!("exporter {id}: authenticator {a:?} not defined"))?),
+                Some(a) => Some(
+                    extensions
+                        .get(a)
+                        .cloned()
+                        .ok_or_else(|| format!("exporter {id}: authenticator {a:?} not defined"))?,
+                ),
                 None => None,
             };
             if let Some(a) = &auth
                 && !a.is_authenticator()
             {
-                return Err(format!("exporter {id}: {:?} is not an authenticator extension", ec.authenticator().unwrap_or_default()));
+                return Err(format!(
+                    "exporter {id}: {:?} is not an authenticator extension",
+                    ec.authenticator().unwrap_or_default()
+                ));
             }
             let e = match ec {
                 ExporterConfig::PrometheusRemoteWrite(c) => Exporter::Queued(
@@ -129,7 +135,8 @@ impl Service {
         let mut memory_limiters = Vec::new();
         let mut pressure: BTreeMap<String, Backpressure> = BTreeMap::new();
         for (pname, p) in &cfg.service.pipelines {
-            let preserve = p.processors.iter().any(|r| ComponentId::parse(r).is_ok_and(|id| id.kind == "preserve_names"));
+            let preserve =
+                p.processors.iter().any(|r| ComponentId::parse(r).is_ok_and(|id| id.kind == "preserve_names"));
             let naming = if preserve { infertel_otlp::Naming::Preserve } else { infertel_otlp::Naming::Otel };
             let outs: Vec<Arc<dyn Consumer>> = p
                 .exporters
@@ -139,7 +146,8 @@ impl Service {
             let mut next: Arc<dyn Consumer> = if outs.len() == 1 { outs[0].clone() } else { Arc::new(FanOut(outs)) };
             for r in p.processors.iter().rev() {
                 let id = ComponentId::parse(r)?;
-                let pc = cfg.processors.get(&id).ok_or_else(|| format!("pipeline {pname}: processor {r} not defined"))?;
+                let pc =
+                    cfg.processors.get(&id).ok_or_else(|| format!("pipeline {pname}: processor {r} not defined"))?;
                 match pc {
                     ProcessorConfig::Batch(c) => {
                         let bp = BatchProcessor::new(c.clone(), next);
@@ -150,7 +158,8 @@ impl Service {
                         next = InferenceProcessor::new(id.to_string(), c, next, telemetry.clone());
                     }
                     ProcessorConfig::MemoryLimiter(c) => {
-                        let ml = MemoryLimiter::new(id.to_string(), c, next, &telemetry).map_err(|e| format!("processor {id}: {e}"))?;
+                        let ml = MemoryLimiter::new(id.to_string(), c, next, &telemetry)
+                            .map_err(|e| format!("processor {id}: {e}"))?;
                         for r in &p.receivers {
                             pressure.entry(r.clone()).or_default().0.push(ml.pressure());
                         }
@@ -177,7 +186,8 @@ impl Service {
             let next: Arc<dyn Consumer> = if outs.len() == 1 { outs.remove(0) } else { Arc::new(FanOut(outs)) };
             match rc {
                 ReceiverConfig::Prometheus(c) => {
-                    let mut r = PrometheusReceiver::new(id.to_string(), c).map_err(|e| format!("receiver {id}: {e}"))?;
+                    let mut r =
+                        PrometheusReceiver::new(id.to_string(), c).map_err(|e| format!("receiver {id}: {e}"))?;
                     r.backpressure = pressure.remove(&id.to_string()).unwrap_or_default();
                     receivers.push((r, next));
                 }
@@ -235,7 +245,9 @@ impl Service {
     /// `/healthz` answers while the startup probes run.
     pub async fn bind_health(&mut self) -> Result<Option<SocketAddr>, String> {
         let Some(a) = self.health_addr else { return Ok(None) };
-        let l = tokio::net::TcpListener::bind(a).await.map_err(|e| format!("extensions.health_check.endpoint {a}: cannot listen: {e}"))?;
+        let l = tokio::net::TcpListener::bind(a)
+            .await
+            .map_err(|e| format!("extensions.health_check.endpoint {a}: cannot listen: {e}"))?;
         let local = l.local_addr().ok();
         self.health_listener = Some(l);
         Ok(local)
@@ -302,13 +314,16 @@ impl Service {
     /// endpoint must outlive one service: reloads).
     pub fn serve_telemetry(l: tokio::net::TcpListener, telemetry: Telemetry) -> tokio::task::JoinHandle<()> {
         let t = telemetry;
-        let app = axum::Router::new().route(
-            "/metrics",
-            axum::routing::get(move || {
-                let t = t.clone();
-                async move { ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], t.render()) }
-            }),
-        );
+        let app =
+            axum::Router::new().route(
+                "/metrics",
+                axum::routing::get(move || {
+                    let t = t.clone();
+                    async move {
+                        ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], t.render())
+                    }
+                }),
+            );
         tokio::spawn(async move {
             if let Err(e) = axum::serve(l, app).await {
                 tracing::error!("self-metrics endpoint stopped: {e}");
@@ -326,7 +341,10 @@ impl Service {
         let (exp_stop_tx, exp_stop) = watch::channel(false);
         let (proc_stop_tx, proc_stop) = watch::channel(false);
         let health = self.health_listener.map(|l| {
-            tracing::info!("health_check: /healthz and /readyz at http://{}", l.local_addr().map(|a| a.to_string()).unwrap_or_default());
+            tracing::info!(
+                "health_check: /healthz and /readyz at http://{}",
+                l.local_addr().map(|a| a.to_string()).unwrap_or_default()
+            );
             tokio::spawn(crate::extensions::health_check::serve(l, self.readiness.clone()))
         });
         let mut exporter_tasks = Vec::new();
@@ -360,9 +378,11 @@ impl Service {
                 }
             }
         }
-        let processor_tasks: Vec<_> = self.processors.iter().map(|p| tokio::spawn(p.clone().run(proc_stop.clone()))).collect();
+        let processor_tasks: Vec<_> =
+            self.processors.iter().map(|p| tokio::spawn(p.clone().run(proc_stop.clone()))).collect();
         // On the service stop (not after the receivers): their stale markers pass.
-        let limiter_tasks: Vec<_> = self.memory_limiters.iter().map(|m| tokio::spawn(m.clone().run(stop.clone()))).collect();
+        let limiter_tasks: Vec<_> =
+            self.memory_limiters.iter().map(|m| tokio::spawn(m.clone().run(stop.clone()))).collect();
         let receiver_tasks: Vec<_> = self
             .receivers
             .into_iter()

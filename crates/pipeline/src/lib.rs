@@ -18,7 +18,7 @@ pub mod receivers;
 pub mod self_otlp;
 pub mod telemetry;
 
-pub use config::{load_str, Config, ConfigIssue};
+pub use config::{Config, ConfigIssue, load_str};
 pub use consumer::{BoxFuture, Consumer};
 pub use graph::Service;
 pub use telemetry::Telemetry;

@@ -47,10 +47,7 @@ pub struct PeriodicReaderConfig {
     #[serde(default = "default_interval", deserialize_with = "ms_or_duration")]
     pub interval: Duration,
     /// Bound on one collect+export. Default 30s.
-    #[serde(
-        default = "default_reader_timeout",
-        deserialize_with = "ms_or_duration"
-    )]
+    #[serde(default = "default_reader_timeout", deserialize_with = "ms_or_duration")]
     pub timeout: Duration,
     pub exporter: PushExporterConfig,
 }
@@ -83,10 +80,7 @@ pub struct OtlpPushConfig {
     #[serde(default)]
     pub compression: Option<String>,
     /// Per-export timeout; an integer is milliseconds. Default 10s.
-    #[serde(
-        default = "default_export_timeout",
-        deserialize_with = "ms_or_duration"
-    )]
+    #[serde(default = "default_export_timeout", deserialize_with = "ms_or_duration")]
     pub timeout: Duration,
     /// `cumulative` (default) or `delta`.
     #[serde(default)]
@@ -140,9 +134,7 @@ fn ms_or_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error>
     }
     match V::deserialize(d)? {
         V::Ms(ms) => Ok(Duration::from_millis(ms)),
-        V::Text(s) => crate::config::duration::parse_duration(&s)
-            .map(Duration)
-            .map_err(serde::de::Error::custom),
+        V::Text(s) => crate::config::duration::parse_duration(&s).map(Duration).map_err(serde::de::Error::custom),
     }
 }
 
@@ -151,9 +143,7 @@ pub fn validate(readers: &[MetricReaderConfig]) -> Result<(), String> {
     for (i, r) in readers.iter().enumerate() {
         let at = format!("service.telemetry.metrics.readers[{i}]");
         let Some(p) = &r.periodic else {
-            return Err(format!(
-                "{at}: needs a periodic reader (pull readers: use service.telemetry.metrics.address)"
-            ));
+            return Err(format!("{at}: needs a periodic reader (pull readers: use service.telemetry.metrics.address)"));
         };
         if p.interval.get().is_zero() {
             return Err(format!("{at}.periodic.interval must be positive"));
@@ -163,25 +153,16 @@ pub fn validate(readers: &[MetricReaderConfig]) -> Result<(), String> {
         };
         let at = format!("{at}.periodic.exporter.otlp");
         if !matches!(o.protocol.as_str(), "grpc" | "http/protobuf") {
-            return Err(format!(
-                "{at}.protocol {:?}: use grpc or http/protobuf",
-                o.protocol
-            ));
+            return Err(format!("{at}.protocol {:?}: use grpc or http/protobuf", o.protocol));
         }
         if o.endpoint.is_empty() {
             return Err(format!("{at}.endpoint is required"));
         }
         endpoint_url(o).map_err(|e| format!("{at}.endpoint: {e}"))?;
         if !matches!(o.compression.as_deref(), None | Some("none" | "gzip" | "")) {
-            return Err(format!(
-                "{at}.compression {:?}: use gzip or none",
-                o.compression.as_deref().unwrap_or("")
-            ));
+            return Err(format!("{at}.compression {:?}: use gzip or none", o.compression.as_deref().unwrap_or("")));
         }
-        if !matches!(
-            o.temporality_preference.as_deref(),
-            None | Some("cumulative" | "delta")
-        ) {
+        if !matches!(o.temporality_preference.as_deref(), None | Some("cumulative" | "delta")) {
             return Err(format!(
                 "{at}.temporality_preference {:?}: use cumulative or delta",
                 o.temporality_preference.as_deref().unwrap_or("")
@@ -218,24 +199,17 @@ pub struct SelfOtlp {
 }
 
 fn attrs(labels: &[(String, String)]) -> Vec<KeyValue> {
-    labels
-        .iter()
-        .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
-        .collect()
+    labels.iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect()
 }
 
 /// Mirrors `telemetry` into `meter` (see the module docs).
 fn bridge(telemetry: &crate::Telemetry, meter: Meter) {
     let seen: Arc<Mutex<HashSet<&'static str>>> = Arc::default();
-    let histograms: Arc<Mutex<BTreeMap<&'static str, opentelemetry::metrics::Histogram<f64>>>> =
-        Arc::default();
+    let histograms: Arc<Mutex<BTreeMap<&'static str, opentelemetry::metrics::Histogram<f64>>>> = Arc::default();
     let t = telemetry.clone();
     telemetry.subscribe(move |s| {
         use crate::telemetry::SeriesKind;
-        let first = seen
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(s.name);
+        let first = seen.lock().unwrap_or_else(|p| p.into_inner()).insert(s.name);
         let name = s.name;
         match &s.kind {
             SeriesKind::Counter if first => {
@@ -260,11 +234,7 @@ fn bridge(telemetry: &crate::Telemetry, meter: Meter) {
                     .unwrap_or_else(|p| p.into_inner())
                     .entry(name)
                     .or_insert_with(|| {
-                        meter
-                            .f64_histogram(name)
-                            .with_description(s.help)
-                            .with_boundaries(h.bounds().to_vec())
-                            .build()
+                        meter.f64_histogram(name).with_description(s.help).with_boundaries(h.bounds().to_vec()).build()
                     })
                     .clone();
                 let a = attrs(s.labels);
@@ -279,10 +249,7 @@ impl SelfOtlp {
     /// Builds the meter provider with one periodic reader per entry and
     /// bridges `telemetry` into it.
     /// Must run inside the tokio runtime. `None` when there are no readers.
-    pub fn start(
-        readers: &[MetricReaderConfig],
-        telemetry: &crate::Telemetry,
-    ) -> Result<Option<SelfOtlp>, String> {
+    pub fn start(readers: &[MetricReaderConfig], telemetry: &crate::Telemetry) -> Result<Option<SelfOtlp>, String> {
         validate(readers)?;
         if readers.is_empty() {
             return Ok(None);
@@ -322,10 +289,7 @@ impl SelfOtlp {
     /// Exports what is pending and stops the readers (blocks: call it from
     /// `spawn_blocking`).
     pub fn shutdown(self) {
-        if let Err(e) = self
-            .provider
-            .shutdown_with_timeout(StdDuration::from_secs(10))
-        {
+        if let Err(e) = self.provider.shutdown_with_timeout(StdDuration::from_secs(10)) {
             tracing::warn!("self-metrics OTLP readers shutdown: {e}");
         }
     }
@@ -344,26 +308,15 @@ struct Counted {
 }
 
 impl Counted {
-    fn new(
-        inner: opentelemetry_otlp::MetricExporter,
-        o: &OtlpPushConfig,
-        t: &crate::Telemetry,
-    ) -> Counted {
+    fn new(inner: opentelemetry_otlp::MetricExporter, o: &OtlpPushConfig, t: &crate::Telemetry) -> Counted {
         let endpoint = endpoint_url(o).unwrap_or_else(|_| o.endpoint.clone());
         const NAME: &str = "infertel_self_telemetry_exports_total";
-        const HELP: &str = "Exports of the agent's own metrics over OTLP (service.telemetry.metrics.readers), by result.";
+        const HELP: &str =
+            "Exports of the agent's own metrics over OTLP (service.telemetry.metrics.readers), by result.";
         Counted {
             inner,
-            ok: t.counter(
-                NAME,
-                HELP,
-                &[("endpoint", &endpoint), ("result", "success")],
-            ),
-            failed: t.counter(
-                NAME,
-                HELP,
-                &[("endpoint", &endpoint), ("result", "failure")],
-            ),
+            ok: t.counter(NAME, HELP, &[("endpoint", &endpoint), ("result", "success")]),
+            failed: t.counter(NAME, HELP, &[("endpoint", &endpoint), ("result", "failure")]),
             endpoint,
             failing: std::sync::atomic::AtomicBool::new(false),
         }
@@ -398,10 +351,7 @@ impl opentelemetry_sdk::metrics::exporter::PushMetricExporter for Counted {
     fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
         self.inner.force_flush()
     }
-    fn shutdown_with_timeout(
-        &self,
-        timeout: StdDuration,
-    ) -> opentelemetry_sdk::error::OTelSdkResult {
+    fn shutdown_with_timeout(&self, timeout: StdDuration) -> opentelemetry_sdk::error::OTelSdkResult {
         self.inner.shutdown_with_timeout(timeout)
     }
     fn temporality(&self) -> opentelemetry_sdk::metrics::Temporality {
@@ -483,23 +433,12 @@ mod tests {
 
     #[test]
     fn bad_readers_are_refused_with_their_path() {
-        let e = validate(&parse(
-            "- periodic: {exporter: {otlp: {protocol: thrift, endpoint: x}}}",
-        ))
-        .unwrap_err();
-        assert!(
-            e.contains("readers[0].periodic.exporter.otlp.protocol"),
-            "{e}"
-        );
-        let e = validate(&parse(
-            "- periodic: {exporter: {otlp: {protocol: grpc, endpoint: ''}}}",
-        ))
-        .unwrap_err();
+        let e = validate(&parse("- periodic: {exporter: {otlp: {protocol: thrift, endpoint: x}}}")).unwrap_err();
+        assert!(e.contains("readers[0].periodic.exporter.otlp.protocol"), "{e}");
+        let e = validate(&parse("- periodic: {exporter: {otlp: {protocol: grpc, endpoint: ''}}}")).unwrap_err();
         assert!(e.contains("endpoint is required"), "{e}");
-        let e = validate(&parse(
-            "- periodic: {exporter: {otlp: {protocol: grpc, endpoint: h, compression: lz4}}}",
-        ))
-        .unwrap_err();
+        let e = validate(&parse("- periodic: {exporter: {otlp: {protocol: grpc, endpoint: h, compression: lz4}}}"))
+            .unwrap_err();
         assert!(e.contains("compression"), "{e}");
         assert!(serde_yaml::from_str::<Vec<MetricReaderConfig>>("- pull: {}").is_err());
     }

@@ -155,7 +155,13 @@ impl Telemetry {
         Self::default()
     }
 
-    fn with_family<R>(&self, name: &'static str, help: &'static str, kind: &'static str, f: impl FnOnce(&mut Family) -> R) -> R {
+    fn with_family<R>(
+        &self,
+        name: &'static str,
+        help: &'static str,
+        kind: &'static str,
+        f: impl FnOnce(&mut Family) -> R,
+    ) -> R {
         let mut g = self.families.lock().unwrap_or_else(|p| p.into_inner());
         let fam = g.entry(name).or_insert_with(|| Family { help, kind, series: BTreeMap::new() });
         f(fam)
@@ -201,7 +207,13 @@ impl Telemetry {
         g
     }
 
-    pub fn histogram(&self, name: &'static str, help: &'static str, labels: &[(&str, &str)], bounds: &[f64]) -> Arc<Histogram> {
+    pub fn histogram(
+        &self,
+        name: &'static str,
+        help: &'static str,
+        labels: &[(&str, &str)],
+        bounds: &[f64],
+    ) -> Arc<Histogram> {
         let k = key(labels);
         let (h, new) = self.with_family(name, help, "histogram", |f| {
             let new = !f.series.contains_key(&k);
@@ -317,7 +329,12 @@ impl Telemetry {
                     Metric::Histogram(h) => {
                         for (b, c) in h.bounds.iter().zip(&h.buckets) {
                             let le = fmt_f64(*b);
-                            let _ = writeln!(out, "{name}_bucket{} {}", fmt_labels(labels, Some(&le)), c.load(Ordering::Relaxed));
+                            let _ = writeln!(
+                                out,
+                                "{name}_bucket{} {}",
+                                fmt_labels(labels, Some(&le)),
+                                c.load(Ordering::Relaxed)
+                            );
                         }
                         let _ = writeln!(out, "{name}_bucket{} {}", fmt_labels(labels, Some("+Inf")), h.count());
                         let _ = writeln!(out, "{name}_sum{} {}", fmt_labels(labels, None), fmt_f64(h.sum.get()));

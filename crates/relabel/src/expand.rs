@@ -37,10 +37,8 @@ pub(crate) fn expand(dst: &mut String, template: &str, re: &Regex, caps: &Captur
                 }
             }
             None => {
-                let found = re
-                    .capture_names()
-                    .enumerate()
-                    .find_map(|(i, n)| if n == Some(name) { caps.get(i) } else { None });
+                let found =
+                    re.capture_names().enumerate().find_map(|(i, n)| if n == Some(name) { caps.get(i) } else { None });
                 if let Some(m) = found {
                     dst.push_str(m.as_str());
                 }
@@ -113,11 +111,7 @@ mod tests {
         let p = r"^(?:(a)(b)(?P<name>c)(x)?)$";
         assert_eq!(run(p, "abc", "$1"), "a");
         assert_eq!(run(p, "abc", "${1}x"), "ax");
-        assert_eq!(
-            run(p, "abc", "$1x"),
-            "",
-            "Go reads $1x as the group named 1x"
-        );
+        assert_eq!(run(p, "abc", "$1x"), "", "Go reads $1x as the group named 1x");
         assert_eq!(run(p, "abc", "$2-$name"), "b-c");
         assert_eq!(run(p, "abc", "${name}_"), "c_");
         assert_eq!(run(p, "abc", "$name_"), "", "name_ is one name");

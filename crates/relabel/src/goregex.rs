@@ -99,10 +99,7 @@ pub(crate) fn translate(pattern: &str) -> Result<String, String> {
             '{' => match parse_repeat(&chars, i) {
                 Some((end, min, max)) => {
                     if min > 1000 || max.is_some_and(|m| m > 1000) {
-                        return Err(format!(
-                            "invalid repeat count: `{}`",
-                            chars[i..=end].iter().collect::<String>()
-                        ));
+                        return Err(format!("invalid repeat count: `{}`", chars[i..=end].iter().collect::<String>()));
                     }
                     out.extend(&chars[i..=end]);
                     i = end + 1;
@@ -126,12 +123,7 @@ pub(crate) fn translate(pattern: &str) -> Result<String, String> {
 }
 
 /// Handles the escape starting at `chars[i] == '\\'`; returns the next index.
-fn translate_escape(
-    chars: &[char],
-    i: usize,
-    in_class: bool,
-    out: &mut String,
-) -> Result<usize, String> {
+fn translate_escape(chars: &[char], i: usize, in_class: bool, out: &mut String) -> Result<usize, String> {
     let Some(&c) = chars.get(i + 1) else {
         return Err("trailing backslash at end of expression".into());
     };
@@ -311,11 +303,7 @@ fn parse_repeat(chars: &[char], i: usize) -> Option<(usize, u32, Option<u32>)> {
     let min = parse_int(chars, &mut j)?;
     let max = if chars.get(j) == Some(&',') {
         j += 1;
-        if chars.get(j) == Some(&'}') {
-            None
-        } else {
-            Some(parse_int(chars, &mut j)?)
-        }
+        if chars.get(j) == Some(&'}') { None } else { Some(parse_int(chars, &mut j)?) }
     } else {
         Some(min)
     };
@@ -335,10 +323,7 @@ fn parse_int(chars: &[char], j: &mut usize) -> Option<u32> {
         return None;
     }
     // Saturate rather than overflow; anything this big fails the 1000 check.
-    Some(chars[start..*j].iter().fold(0u32, |acc, c| {
-        acc.saturating_mul(10)
-            .saturating_add(*c as u32 - '0' as u32)
-    }))
+    Some(chars[start..*j].iter().fold(0u32, |acc, c| acc.saturating_mul(10).saturating_add(*c as u32 - '0' as u32)))
 }
 
 #[cfg(test)]

@@ -109,8 +109,7 @@ impl Serialize for Action {
 impl<'de> Deserialize<'de> for Action {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        Action::parse(&s)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown relabel action {s:?}")))
+        Action::parse(&s).ok_or_else(|| serde::de::Error::custom(format!("unknown relabel action {s:?}")))
     }
 }
 
@@ -148,18 +147,10 @@ impl Default for RelabelConfig {
 pub enum RelabelError {
     /// A field has a value Prometheus would refuse.
     #[error("relabel {action} action: invalid `{field}`: {reason}")]
-    InvalidField {
-        action: Action,
-        field: &'static str,
-        reason: String,
-    },
+    InvalidField { action: Action, field: &'static str, reason: String },
     /// The regex does not compile (in Go's dialect).
     #[error("relabel {action} action: invalid `regex` {pattern:?}: {reason}")]
-    Regex {
-        action: Action,
-        pattern: String,
-        reason: String,
-    },
+    Regex { action: Action, pattern: String, reason: String },
     /// Wraps an error with the position of the rule in its list.
     #[error("relabel rule #{index} (0-based): {source}")]
     InRule {
@@ -190,11 +181,7 @@ impl RelabelConfig {
     /// unmarshalling of `source_labels` and `regex`) and compiles the regex.
     pub fn compile(&self) -> Result<Rule, RelabelError> {
         let action = self.action;
-        let invalid = |field: &'static str, reason: String| RelabelError::InvalidField {
-            action,
-            field,
-            reason,
-        };
+        let invalid = |field: &'static str, reason: String| RelabelError::InvalidField { action, field, reason };
         let uses_target = matches!(
             action,
             Action::Replace
@@ -204,66 +191,35 @@ impl RelabelConfig {
                 | Action::KeepEqual
                 | Action::DropEqual
         );
-        let no_replacement = matches!(
-            action,
-            Action::Lowercase | Action::Uppercase | Action::KeepEqual | Action::DropEqual
-        );
+        let no_replacement =
+            matches!(action, Action::Lowercase | Action::Uppercase | Action::KeepEqual | Action::DropEqual);
 
         for name in &self.source_labels {
             if !is_valid_label_name(name) {
-                return Err(invalid(
-                    "source_labels",
-                    format!("{name:?} is not a valid label name"),
-                ));
+                return Err(invalid("source_labels", format!("{name:?} is not a valid label name")));
             }
         }
         if action == Action::HashMod && self.modulus == 0 {
-            return Err(invalid(
-                "modulus",
-                "hashmod requires a non-zero modulus".into(),
-            ));
+            return Err(invalid("modulus", "hashmod requires a non-zero modulus".into()));
         }
         if uses_target && self.target_label.is_empty() {
-            return Err(invalid(
-                "target_label",
-                format!("required for the {action} action"),
-            ));
+            return Err(invalid("target_label", format!("required for the {action} action")));
         }
         let target_has_var = expand::has_var(&self.target_label);
-        if action == Action::Replace && !target_has_var && !is_valid_label_name(&self.target_label)
-        {
-            return Err(invalid(
-                "target_label",
-                format!("{:?} is not a valid label name", self.target_label),
-            ));
+        if action == Action::Replace && !target_has_var && !is_valid_label_name(&self.target_label) {
+            return Err(invalid("target_label", format!("{:?} is not a valid label name", self.target_label)));
         }
-        if action == Action::Replace
-            && target_has_var
-            && !is_valid_target_template(&self.target_label)
-        {
-            return Err(invalid(
-                "target_label",
-                format!("{:?} is not a valid label name template", self.target_label),
-            ));
+        if action == Action::Replace && target_has_var && !is_valid_target_template(&self.target_label) {
+            return Err(invalid("target_label", format!("{:?} is not a valid label name template", self.target_label)));
         }
-        if (no_replacement || action == Action::HashMod) && !is_valid_label_name(&self.target_label)
-        {
-            return Err(invalid(
-                "target_label",
-                format!("{:?} is not a valid label name", self.target_label),
-            ));
+        if (no_replacement || action == Action::HashMod) && !is_valid_label_name(&self.target_label) {
+            return Err(invalid("target_label", format!("{:?} is not a valid label name", self.target_label)));
         }
         if no_replacement && self.replacement != DEFAULT_REPLACEMENT {
-            return Err(invalid(
-                "replacement",
-                format!("can not be set for the {action} action"),
-            ));
+            return Err(invalid("replacement", format!("can not be set for the {action} action")));
         }
         if action == Action::LabelMap && !is_valid_target_template(&self.replacement) {
-            return Err(invalid(
-                "replacement",
-                format!("{:?} is not a valid label name template", self.replacement),
-            ));
+            return Err(invalid("replacement", format!("{:?} is not a valid label name template", self.replacement)));
         }
         if matches!(action, Action::KeepEqual | Action::DropEqual)
             && (self.regex != DEFAULT_REGEX
@@ -280,10 +236,7 @@ impl RelabelConfig {
             } else {
                 "replacement"
             };
-            return Err(invalid(
-                field,
-                format!("the {action} action takes only `source_labels` and `target_label`"),
-            ));
+            return Err(invalid(field, format!("the {action} action takes only `source_labels` and `target_label`")));
         }
         if matches!(action, Action::LabelDrop | Action::LabelKeep)
             && (!self.source_labels.is_empty()
@@ -303,10 +256,7 @@ impl RelabelConfig {
             } else {
                 "replacement"
             };
-            return Err(invalid(
-                field,
-                format!("the {action} action takes only `regex`"),
-            ));
+            return Err(invalid(field, format!("the {action} action takes only `regex`")));
         }
 
         let regex = compile_anchored(&self.regex).map_err(|reason| RelabelError::Regex {
@@ -343,9 +293,7 @@ pub fn is_valid_label_name(name: &str) -> bool {
     let b = name.as_bytes();
     !b.is_empty()
         && (b[0].is_ascii_alphabetic() || b[0] == b'_')
-        && b[1..]
-            .iter()
-            .all(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        && b[1..].iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
 }
 
 /// Prometheus' `relabelTarget`: `^(?:(?:[a-zA-Z_]|\$(?:\{\w+\}|\w+))+\w*)+$`,
@@ -373,8 +321,7 @@ struct Work {
 
 impl Work {
     fn find(&self, name: &str) -> Result<usize, usize> {
-        self.labels
-            .binary_search_by(|l| l.name.as_bytes().cmp(name.as_bytes()))
+        self.labels.binary_search_by(|l| l.name.as_bytes().cmp(name.as_bytes()))
     }
 
     fn get(&self, name: &str) -> &str {
@@ -411,13 +358,7 @@ impl Work {
                 }
             }
             Err(i) => {
-                self.labels.insert(
-                    i,
-                    Label {
-                        name: Arc::from(name),
-                        value: value.clone(),
-                    },
-                );
+                self.labels.insert(i, Label { name: Arc::from(name), value: value.clone() });
                 self.changed = true;
             }
         }
@@ -461,11 +402,7 @@ impl Rule {
             Action::Replace => {
                 // Prometheus' fast path; it gives the same result as the slow
                 // one but skips the regex.
-                if val.is_empty()
-                    && self.regex_is_default
-                    && !self.target_has_var
-                    && !self.replacement_has_var
-                {
+                if val.is_empty() && self.regex_is_default && !self.target_has_var && !self.replacement_has_var {
                     work.set(&self.target_label, &self.replacement);
                     return true;
                 }
@@ -557,12 +494,7 @@ impl Relabeler {
         let rules = configs
             .iter()
             .enumerate()
-            .map(|(index, c)| {
-                c.compile().map_err(|e| RelabelError::InRule {
-                    index,
-                    source: Box::new(e),
-                })
-            })
+            .map(|(index, c)| c.compile().map_err(|e| RelabelError::InRule { index, source: Box::new(e) }))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Relabeler { rules })
     }
@@ -590,21 +522,14 @@ impl Relabeler {
         if self.rules.is_empty() {
             return Some(labels.clone());
         }
-        let mut work = Work {
-            labels: labels.as_slice().to_vec(),
-            changed: false,
-        };
+        let mut work = Work { labels: labels.as_slice().to_vec(), changed: false };
         let mut val = String::new();
         for rule in &self.rules {
             if !rule.apply(&mut work, &mut val) {
                 return None;
             }
         }
-        if work.changed {
-            Some(Labels::from_vec(work.labels))
-        } else {
-            Some(labels.clone())
-        }
+        if work.changed { Some(Labels::from_vec(work.labels)) } else { Some(labels.clone()) }
     }
 }
 

@@ -10,27 +10,17 @@ fn run(yaml_rules: &str, input: &[(&str, &str)]) -> Option<Vec<(String, String)>
     let configs: Vec<RelabelConfig> = serde_yaml::from_str(yaml_rules).expect("yaml");
     let r = Relabeler::new(&configs).expect("valid");
     r.process(&Labels::from_pairs(input.iter().copied()))
-        .map(|l| {
-            l.iter()
-                .map(|l| (l.name.to_string(), l.value.to_string()))
-                .collect()
-        })
+        .map(|l| l.iter().map(|l| (l.name.to_string(), l.value.to_string())).collect())
 }
 
 fn pairs(p: &[(&str, &str)]) -> Option<Vec<(String, String)>> {
-    let mut v: Vec<(String, String)> = p
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect();
+    let mut v: Vec<(String, String)> = p.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
     v.sort();
     Some(v)
 }
 
-const BASE: &[(&str, &str)] = &[
-    ("__name__", "vllm:num_requests_running"),
-    ("model_name", "Llama-3"),
-    ("instance", "h:8000"),
-];
+const BASE: &[(&str, &str)] =
+    &[("__name__", "vllm:num_requests_running"), ("model_name", "Llama-3"), ("instance", "h:8000")];
 
 #[test]
 fn defaults_and_case_insensitive_action() {
@@ -41,10 +31,7 @@ fn defaults_and_case_insensitive_action() {
     assert_eq!(c.action, Action::Replace);
     assert_eq!(cfg("action: LabelMap\nregex: a").action, Action::LabelMap);
     assert!(serde_yaml::from_str::<RelabelConfig>("action: frobnicate").is_err());
-    assert!(
-        serde_yaml::from_str::<RelabelConfig>("target: x").is_err(),
-        "unknown fields are refused"
-    );
+    assert!(serde_yaml::from_str::<RelabelConfig>("target: x").is_err(), "unknown fields are refused");
 }
 
 #[test]
@@ -57,14 +44,8 @@ fn no_rules_returns_input() {
 
 #[test]
 fn replace_basic_and_missing_sources_join_empty() {
-    let out = run(
-        "- source_labels: [model_name, missing, instance]\n  separator: '|'\n  target_label: joined",
-        BASE,
-    );
-    assert_eq!(
-        out.unwrap().iter().find(|(n, _)| n == "joined").unwrap().1,
-        "Llama-3||h:8000"
-    );
+    let out = run("- source_labels: [model_name, missing, instance]\n  separator: '|'\n  target_label: joined", BASE);
+    assert_eq!(out.unwrap().iter().find(|(n, _)| n == "joined").unwrap().1, "Llama-3||h:8000");
 }
 
 #[test]
@@ -78,10 +59,7 @@ fn replace_regex_no_match_leaves_labels() {
 
 #[test]
 fn replace_empty_result_deletes_target() {
-    let out = run(
-        "- source_labels: [missing]\n  target_label: model_name",
-        BASE,
-    );
+    let out = run("- source_labels: [missing]\n  target_label: model_name", BASE);
     assert_eq!(out, pairs(&[BASE[0], BASE[2]]));
     let out = run(
         "- source_labels: [model_name]\n  regex: 'Llama-(\\d*)x?'\n  target_label: model_name\n  replacement: '$1'",
@@ -106,118 +84,48 @@ fn replace_templated_target_and_invalid_expansion_is_skipped() {
     .unwrap();
     assert!(out.contains(&("m_Llama".into(), "v3".into())));
     // `${1}` expands to "3x" -> "3x" is not a valid label name: no change.
-    let out = run(
-        "- source_labels: [v]\n  regex: '(.*)'\n  target_label: '${1}'",
-        &[("v", "3x")],
-    );
+    let out = run("- source_labels: [v]\n  regex: '(.*)'\n  target_label: '${1}'", &[("v", "3x")]);
     assert_eq!(out, pairs(&[("v", "3x")]));
 }
 
 #[test]
 fn go_dollar_1x_is_a_named_group() {
-    let out = run(
-        "- source_labels: [v]\n  regex: '(.*)'\n  target_label: t\n  replacement: '$1x'",
-        &[("v", "a")],
-    );
-    assert_eq!(
-        out,
-        pairs(&[("v", "a")]),
-        "$1x expands to empty, which deletes t"
-    );
-    let out = run(
-        "- source_labels: [v]\n  regex: '(.*)'\n  target_label: t\n  replacement: '${1}x'",
-        &[("v", "a")],
-    );
+    let out = run("- source_labels: [v]\n  regex: '(.*)'\n  target_label: t\n  replacement: '$1x'", &[("v", "a")]);
+    assert_eq!(out, pairs(&[("v", "a")]), "$1x expands to empty, which deletes t");
+    let out = run("- source_labels: [v]\n  regex: '(.*)'\n  target_label: t\n  replacement: '${1}x'", &[("v", "a")]);
     assert_eq!(out, pairs(&[("t", "ax"), ("v", "a")]));
 }
 
 #[test]
 fn regex_is_anchored() {
-    let out = run(
-        "- source_labels: [v]\n  regex: 'b'\n  action: keep",
-        &[("v", "abc")],
-    );
+    let out = run("- source_labels: [v]\n  regex: 'b'\n  action: keep", &[("v", "abc")]);
     assert_eq!(out, None);
-    let out = run(
-        "- source_labels: [v]\n  regex: 'a|abc'\n  action: keep",
-        &[("v", "abc")],
-    );
+    let out = run("- source_labels: [v]\n  regex: 'a|abc'\n  action: keep", &[("v", "abc")]);
     assert!(out.is_some(), "anchoring wraps the whole alternation");
 }
 
 #[test]
 fn keep_and_drop() {
-    assert!(
-        run(
-            "- source_labels: [__name__]\n  regex: 'vllm:.*'\n  action: keep",
-            BASE
-        )
-        .is_some()
-    );
-    assert!(
-        run(
-            "- source_labels: [__name__]\n  regex: 'DCGM_.*'\n  action: keep",
-            BASE
-        )
-        .is_none()
-    );
-    assert!(
-        run(
-            "- source_labels: [__name__]\n  regex: 'vllm:.*'\n  action: drop",
-            BASE
-        )
-        .is_none()
-    );
+    assert!(run("- source_labels: [__name__]\n  regex: 'vllm:.*'\n  action: keep", BASE).is_some());
+    assert!(run("- source_labels: [__name__]\n  regex: 'DCGM_.*'\n  action: keep", BASE).is_none());
+    assert!(run("- source_labels: [__name__]\n  regex: 'vllm:.*'\n  action: drop", BASE).is_none());
     // A missing label is "", which the default regex matches.
     assert!(run("- source_labels: [missing]\n  action: drop", BASE).is_none());
-    assert!(
-        run(
-            "- source_labels: [missing]\n  regex: '.+'\n  action: keep",
-            BASE
-        )
-        .is_none()
-    );
+    assert!(run("- source_labels: [missing]\n  regex: '.+'\n  action: keep", BASE).is_none());
 }
 
 #[test]
 fn keepequal_dropequal() {
     let input = &[("a", "x"), ("b", "x"), ("c", "y")];
-    assert!(
-        run(
-            "- source_labels: [a]\n  target_label: b\n  action: keepequal",
-            input
-        )
-        .is_some()
-    );
-    assert!(
-        run(
-            "- source_labels: [a]\n  target_label: c\n  action: keepequal",
-            input
-        )
-        .is_none()
-    );
-    assert!(
-        run(
-            "- source_labels: [a]\n  target_label: b\n  action: dropequal",
-            input
-        )
-        .is_none()
-    );
+    assert!(run("- source_labels: [a]\n  target_label: b\n  action: keepequal", input).is_some());
+    assert!(run("- source_labels: [a]\n  target_label: c\n  action: keepequal", input).is_none());
+    assert!(run("- source_labels: [a]\n  target_label: b\n  action: dropequal", input).is_none());
     // Missing target equals an empty join.
-    assert!(
-        run(
-            "- source_labels: [missing]\n  target_label: nope\n  action: keepequal",
-            input
-        )
-        .is_some()
-    );
+    assert!(run("- source_labels: [missing]\n  target_label: nope\n  action: keepequal", input).is_some());
     // Multiple sources join with the separator.
     assert!(
-        run(
-            "- source_labels: [a, c]\n  target_label: j\n  action: keepequal",
-            &[("a", "1"), ("c", "2"), ("j", "1;2")]
-        )
-        .is_some()
+        run("- source_labels: [a, c]\n  target_label: j\n  action: keepequal", &[("a", "1"), ("c", "2"), ("j", "1;2")])
+            .is_some()
     );
 }
 
@@ -226,38 +134,20 @@ fn hashmod_matches_prometheus() {
     // md5("foo") = acbd18db4cc2f85cedef654fccc4a4d8; last 8 bytes 0xedef654fccc4a4d8.
     assert_eq!(hashmod("foo", u64::MAX), 0xedef654fccc4a4d8);
     assert_eq!(hashmod("foo", 1000), 0xedef654fccc4a4d8u64 % 1000);
-    let out = run(
-        "- source_labels: [v]\n  modulus: 8\n  target_label: shard\n  action: hashmod",
-        &[("v", "foo")],
-    )
-    .unwrap();
-    assert_eq!(
-        out[0],
-        ("shard".into(), (0xedef654fccc4a4d8u64 % 8).to_string())
-    );
+    let out =
+        run("- source_labels: [v]\n  modulus: 8\n  target_label: shard\n  action: hashmod", &[("v", "foo")]).unwrap();
+    assert_eq!(out[0], ("shard".into(), (0xedef654fccc4a4d8u64 % 8).to_string()));
 }
 
 #[test]
 fn labelmap_with_groups() {
-    let input = &[
-        ("__meta_kubernetes_pod_label_app", "vllm"),
-        ("__meta_kubernetes_pod_label_tier", "gpu"),
-        ("x", "1"),
-    ];
-    let out = run(
-        "- regex: '__meta_kubernetes_pod_label_(.+)'\n  action: labelmap",
-        input,
-    )
-    .unwrap();
+    let input = &[("__meta_kubernetes_pod_label_app", "vllm"), ("__meta_kubernetes_pod_label_tier", "gpu"), ("x", "1")];
+    let out = run("- regex: '__meta_kubernetes_pod_label_(.+)'\n  action: labelmap", input).unwrap();
     assert!(out.contains(&("app".into(), "vllm".into())));
     assert!(out.contains(&("tier".into(), "gpu".into())));
     assert_eq!(out.len(), 5, "labelmap copies, it does not move");
     // Later (in name order) sources win when two map to the same name.
-    let out = run(
-        "- regex: '(a|b)_x'\n  replacement: 'y'\n  action: labelmap",
-        &[("a_x", "1"), ("b_x", "2")],
-    )
-    .unwrap();
+    let out = run("- regex: '(a|b)_x'\n  replacement: 'y'\n  action: labelmap", &[("a_x", "1"), ("b_x", "2")]).unwrap();
     assert!(out.contains(&("y".into(), "2".into())));
 }
 
@@ -296,10 +186,7 @@ fn lowercase_uppercase() {
 #[test]
 fn unchanged_set_is_returned_as_is() {
     let l = Labels::from_pairs(BASE.iter().copied());
-    let r = Relabeler::new(&[cfg(
-        "source_labels: [__name__]\nregex: 'vllm:.*'\naction: keep",
-    )])
-    .unwrap();
+    let r = Relabeler::new(&[cfg("source_labels: [__name__]\nregex: 'vllm:.*'\naction: keep")]).unwrap();
     assert_eq!(r.process(&l), Some(l));
 }
 
@@ -317,34 +204,13 @@ fn validation_errors_name_the_field() {
     assert_eq!(field(err("target_label: 'a-b'")), "target_label");
     assert_eq!(field(err("target_label: '$1-'")), "target_label");
     assert!(cfg("target_label: 'x_${1}'").compile().is_ok());
-    assert_eq!(
-        field(err("action: lowercase\ntarget_label: x\nreplacement: y")),
-        "replacement"
-    );
-    assert_eq!(
-        field(err("action: keepequal\ntarget_label: x\nregex: 'a'")),
-        "regex"
-    );
-    assert_eq!(
-        field(err("action: dropequal\ntarget_label: x\nseparator: ','")),
-        "separator"
-    );
-    assert_eq!(
-        field(err("action: labeldrop\nregex: a\ntarget_label: x")),
-        "target_label"
-    );
-    assert_eq!(
-        field(err("action: labelkeep\nregex: a\nsource_labels: [x]")),
-        "source_labels"
-    );
-    assert_eq!(
-        field(err("action: labelmap\nregex: a\nreplacement: 'a-$1'")),
-        "replacement"
-    );
-    assert_eq!(
-        field(err("source_labels: ['a-b']\ntarget_label: x")),
-        "source_labels"
-    );
+    assert_eq!(field(err("action: lowercase\ntarget_label: x\nreplacement: y")), "replacement");
+    assert_eq!(field(err("action: keepequal\ntarget_label: x\nregex: 'a'")), "regex");
+    assert_eq!(field(err("action: dropequal\ntarget_label: x\nseparator: ','")), "separator");
+    assert_eq!(field(err("action: labeldrop\nregex: a\ntarget_label: x")), "target_label");
+    assert_eq!(field(err("action: labelkeep\nregex: a\nsource_labels: [x]")), "source_labels");
+    assert_eq!(field(err("action: labelmap\nregex: a\nreplacement: 'a-$1'")), "replacement");
+    assert_eq!(field(err("source_labels: ['a-b']\ntarget_label: x")), "source_labels");
     assert_eq!(field(err("regex: '(a'\ntarget_label: x")), "regex");
     assert_eq!(field(err("regex: '(?<n>a)'\ntarget_label: x")), "regex");
     let e = Relabeler::new(&[cfg("target_label: x"), cfg("action: drop\nregex: '['")]).unwrap_err();

@@ -42,17 +42,10 @@ struct Target {
 }
 
 fn load() -> Results {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/oracle/prometheus-2.42-results.json"
-    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/oracle/prometheus-2.42-results.json");
     let text = std::fs::read_to_string(path).expect("oracle results file");
     let r: Results = serde_json::from_str(&text).expect("oracle results parse");
-    assert!(
-        r.prometheus_version.contains("2.42"),
-        "recorded with {}",
-        r.prometheus_version
-    );
+    assert!(r.prometheus_version.contains("2.42"), "recorded with {}", r.prometheus_version);
     r
 }
 
@@ -61,9 +54,7 @@ fn to_labels(m: &LabelMap) -> Labels {
 }
 
 fn to_map(l: &Labels) -> LabelMap {
-    l.iter()
-        .map(|l| (l.name.to_string(), l.value.to_string()))
-        .collect()
+    l.iter().map(|l| (l.name.to_string(), l.value.to_string())).collect()
 }
 
 #[test]
@@ -71,15 +62,10 @@ fn metric_relabeling_matches_prometheus() {
     let r = load();
     assert!(r.metric_cases.len() >= 10);
     for case in &r.metric_cases {
-        let relabeler =
-            Relabeler::new(&case.configs).unwrap_or_else(|e| panic!("case {}: {e}", case.name));
+        let relabeler = Relabeler::new(&case.configs).unwrap_or_else(|e| panic!("case {}: {e}", case.name));
         // Prometheus stores each distinct resulting label set once.
-        let ours: BTreeSet<LabelMap> = case
-            .inputs
-            .iter()
-            .filter_map(|i| relabeler.process(&to_labels(i)))
-            .map(|l| to_map(&l))
-            .collect();
+        let ours: BTreeSet<LabelMap> =
+            case.inputs.iter().filter_map(|i| relabeler.process(&to_labels(i))).map(|l| to_map(&l)).collect();
         let theirs: BTreeSet<LabelMap> = case.outputs.iter().cloned().collect();
         let missing: Vec<_> = theirs.difference(&ours).collect();
         let extra: Vec<_> = ours.difference(&theirs).collect();
@@ -95,8 +81,7 @@ fn metric_relabeling_matches_prometheus() {
 fn target_relabeling_matches_prometheus() {
     let r = load();
     for case in &r.target_cases {
-        let relabeler =
-            Relabeler::new(&case.configs).unwrap_or_else(|e| panic!("case {}: {e}", case.name));
+        let relabeler = Relabeler::new(&case.configs).unwrap_or_else(|e| panic!("case {}: {e}", case.name));
         let mut dropped = 0;
         for t in &case.targets {
             // What Prometheus does after relabeling a target: `__`-prefixed
@@ -112,17 +97,8 @@ fn target_relabeling_matches_prometheus() {
                 m
             });
             dropped += usize::from(t.output.is_none());
-            assert_eq!(
-                ours,
-                t.output,
-                "case {} target {:?}",
-                case.name,
-                t.input.get("__address__")
-            );
+            assert_eq!(ours, t.output, "case {} target {:?}", case.name, t.input.get("__address__"));
         }
-        assert!(
-            dropped > 0 && dropped < case.targets.len(),
-            "the hashmod keep should drop some targets"
-        );
+        assert!(dropped > 0 && dropped < case.targets.len(), "the hashmod keep should drop some targets");
     }
 }

@@ -9,22 +9,13 @@ use std::hint::black_box;
 fn fixture() -> Vec<Series> {
     (0..1000)
         .map(|i| {
-            let mut labels = vec![Label::new(
-                "__name__",
-                format!("DCGM_FI_DEV_METRIC_{}", i % 50),
-            )];
+            let mut labels = vec![Label::new("__name__", format!("DCGM_FI_DEV_METRIC_{}", i % 50))];
             for j in 0..9 {
-                labels.push(Label::new(
-                    format!("label_{j}"),
-                    format!("value-{}-{}", j, i * 7 + j),
-                ));
+                labels.push(Label::new(format!("label_{j}"), format!("value-{}-{}", j, i * 7 + j)));
             }
             Series {
                 labels: Labels::from_vec(labels),
-                samples: vec![Sample {
-                    timestamp_ms: 1_700_000_000_000 + i as i64,
-                    value: i as f64 * 1.5,
-                }],
+                samples: vec![Sample { timestamp_ms: 1_700_000_000_000 + i as i64, value: i as f64 * 1.5 }],
             }
         })
         .collect()
@@ -35,9 +26,7 @@ fn bench(c: &mut Criterion) {
     let mut enc = Encoder::new();
     let mut g = c.benchmark_group("remote_write");
     g.throughput(Throughput::Elements(series.len() as u64));
-    g.bench_function("encode_snappy_1000x10", |b| {
-        b.iter(|| black_box(enc.encode(black_box(&series), &[]).len()))
-    });
+    g.bench_function("encode_snappy_1000x10", |b| b.iter(|| black_box(enc.encode(black_box(&series), &[]).len())));
     g.bench_function("encode_protobuf_only_1000x10", |b| {
         let mut buf = Vec::with_capacity(encoded_size_hint(&series, &[]));
         b.iter(|| {

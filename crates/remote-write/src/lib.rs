@@ -121,11 +121,7 @@ fn label_body_size(name: &str, value: &str) -> usize {
 #[inline]
 fn sample_body_size(s: &model::Sample) -> usize {
     let v = if s.value != 0.0 { 9 } else { 0 };
-    let t = if s.timestamp_ms != 0 {
-        1 + varint_len(s.timestamp_ms as u64)
-    } else {
-        0
-    };
+    let t = if s.timestamp_ms != 0 { 1 + varint_len(s.timestamp_ms as u64) } else { 0 };
     v + t
 }
 
@@ -138,14 +134,8 @@ fn wire_labels(labels: &Labels) -> impl Iterator<Item = &model::Label> {
 
 /// Body size of one `TimeSeries` message.
 fn series_body_size(series: &Series) -> usize {
-    let labels: usize = wire_labels(&series.labels)
-        .map(|l| len_field(label_body_size(&l.name, &l.value)))
-        .sum();
-    let samples: usize = series
-        .samples
-        .iter()
-        .map(|s| len_field(sample_body_size(s)))
-        .sum();
+    let labels: usize = wire_labels(&series.labels).map(|l| len_field(label_body_size(&l.name, &l.value))).sum();
+    let samples: usize = series.samples.iter().map(|s| len_field(sample_body_size(s))).sum();
     labels + samples
 }
 
@@ -181,8 +171,7 @@ pub fn metadata_size(metadata: &Metadata) -> usize {
 
 /// Uncompressed protobuf size of a whole request.
 pub fn encoded_size_hint(series: &[Series], metadata: &[Metadata]) -> usize {
-    series.iter().map(series_size).sum::<usize>()
-        + metadata.iter().map(metadata_size).sum::<usize>()
+    series.iter().map(series_size).sum::<usize>() + metadata.iter().map(metadata_size).sum::<usize>()
 }
 
 /// Writes the `WriteRequest` protobuf for `series` and `metadata` to `buf`
@@ -282,11 +271,7 @@ impl Encoder {
     }
 
     /// Like [`Encoder::encode`], returning an error instead of panicking.
-    pub fn try_encode(
-        &mut self,
-        series: &[Series],
-        metadata: &[Metadata],
-    ) -> Result<&[u8], EncodeError> {
+    pub fn try_encode(&mut self, series: &[Series], metadata: &[Metadata]) -> Result<&[u8], EncodeError> {
         self.raw.clear();
         encode_protobuf(&mut self.raw, series, metadata);
         let end = self.raw.len();
@@ -299,10 +284,7 @@ impl Encoder {
         let input = &self.raw[range];
         let max = snap::raw::max_compress_len(input.len());
         if max == 0 && !input.is_empty() {
-            return Err(EncodeError::Snappy(snap::Error::TooBig {
-                given: input.len() as u64,
-                max: u32::MAX as u64,
-            }));
+            return Err(EncodeError::Snappy(snap::Error::TooBig { given: input.len() as u64, max: u32::MAX as u64 }));
         }
         if self.compressed.len() < max.max(1) {
             self.compressed.resize(max.max(1), 0);
@@ -386,19 +368,9 @@ pub fn to_model(req: &WriteRequest) -> (Vec<Series>, Vec<Metadata>) {
         .iter()
         .map(|ts| Series {
             labels: Labels::from_vec(
-                ts.labels
-                    .iter()
-                    .map(|l| model::Label::new(l.name.as_str(), l.value.as_str()))
-                    .collect(),
+                ts.labels.iter().map(|l| model::Label::new(l.name.as_str(), l.value.as_str())).collect(),
             ),
-            samples: ts
-                .samples
-                .iter()
-                .map(|s| model::Sample {
-                    timestamp_ms: s.timestamp,
-                    value: s.value,
-                })
-                .collect(),
+            samples: ts.samples.iter().map(|s| model::Sample { timestamp_ms: s.timestamp, value: s.value }).collect(),
         })
         .collect();
     let metadata = req
@@ -431,18 +403,12 @@ pub fn to_write_request(series: &[Series], metadata: &[Metadata]) -> WriteReques
             .iter()
             .map(|s| TimeSeries {
                 labels: wire_labels(&s.labels)
-                    .map(|l| proto::Label {
-                        name: l.name.to_string(),
-                        value: l.value.to_string(),
-                    })
+                    .map(|l| proto::Label { name: l.name.to_string(), value: l.value.to_string() })
                     .collect(),
                 samples: s
                     .samples
                     .iter()
-                    .map(|x| proto::Sample {
-                        value: x.value,
-                        timestamp: x.timestamp_ms,
-                    })
+                    .map(|x| proto::Sample { value: x.value, timestamp: x.timestamp_ms })
                     .collect(),
                 exemplars: Vec::new(),
                 histograms: Vec::new(),

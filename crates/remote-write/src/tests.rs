@@ -7,43 +7,21 @@ use proptest::prelude::*;
 fn series(pairs: &[(&str, &str)], samples: &[(i64, f64)]) -> Series {
     Series {
         labels: Labels::from_pairs(pairs.iter().copied()),
-        samples: samples
-            .iter()
-            .map(|&(t, v)| MS {
-                timestamp_ms: t,
-                value: v,
-            })
-            .collect(),
+        samples: samples.iter().map(|&(t, v)| MS { timestamp_ms: t, value: v }).collect(),
     }
 }
 
 fn meta(family: &str, kind: MT, help: &str, unit: &str) -> Metadata {
-    Metadata {
-        family: family.into(),
-        kind,
-        help: help.into(),
-        unit: unit.into(),
-    }
+    Metadata { family: family.into(), kind, help: help.into(), unit: unit.into() }
 }
 
 fn fixture() -> (Vec<Series>, Vec<Metadata>) {
     let s = vec![
         series(
-            &[
-                ("__name__", "vllm:num_requests_running"),
-                ("job", "vllm"),
-                ("model_name", "Llama-3.1-8B"),
-            ],
-            &[
-                (1_700_000_000_000, 3.0),
-                (1_700_000_001_000, 0.0),
-                (1_700_000_002_000, -0.5),
-            ],
+            &[("__name__", "vllm:num_requests_running"), ("job", "vllm"), ("model_name", "Llama-3.1-8B")],
+            &[(1_700_000_000_000, 3.0), (1_700_000_001_000, 0.0), (1_700_000_002_000, -0.5)],
         ),
-        series(
-            &[("__name__", "stale"), ("instance", "10.0.0.1:9400")],
-            &[(1_700_000_000_000, stale_nan())],
-        ),
+        series(&[("__name__", "stale"), ("instance", "10.0.0.1:9400")], &[(1_700_000_000_000, stale_nan())]),
         series(
             &[("__name__", "inf"), ("v", "ünïcødé ✓ \"q\" \n")],
             &[(1, f64::INFINITY), (-5, f64::NEG_INFINITY), (0, f64::NAN)],
@@ -51,12 +29,7 @@ fn fixture() -> (Vec<Series>, Vec<Metadata>) {
         series(&[("__name__", "no_samples")], &[]),
     ];
     let m = vec![
-        meta(
-            "vllm:num_requests_running",
-            MT::Gauge,
-            "Number of requests running.",
-            "",
-        ),
+        meta("vllm:num_requests_running", MT::Gauge, "Number of requests running.", ""),
         meta("DCGM_FI_DEV_GPU_TEMP", MT::Unknown, "", "celsius"),
         meta("x", MT::StateSet, "help\nwith newline", ""),
     ];
@@ -65,15 +38,7 @@ fn fixture() -> (Vec<Series>, Vec<Metadata>) {
 
 fn bits(s: &[Series]) -> Vec<(Labels, Vec<(i64, u64)>)> {
     s.iter()
-        .map(|s| {
-            (
-                s.labels.clone(),
-                s.samples
-                    .iter()
-                    .map(|x| (x.timestamp_ms, x.value.to_bits()))
-                    .collect(),
-            )
-        })
+        .map(|s| (s.labels.clone(), s.samples.iter().map(|x| (x.timestamp_ms, x.value.to_bits())).collect()))
         .collect()
 }
 
@@ -85,10 +50,7 @@ fn hand_encoding_is_byte_identical_to_prost() {
     let theirs = to_write_request(&s, &m).encode_to_vec();
     assert_eq!(ours, theirs);
     assert_eq!(encoded_size_hint(&s, &m), ours.len());
-    assert_eq!(
-        s.iter().map(series_size).sum::<usize>() + m.iter().map(metadata_size).sum::<usize>(),
-        ours.len()
-    );
+    assert_eq!(s.iter().map(series_size).sum::<usize>() + m.iter().map(metadata_size).sum::<usize>(), ours.len());
 }
 
 #[test]
@@ -115,10 +77,7 @@ fn body_is_snappy_block_not_framed() {
     const FRAMED_MAGIC: [u8; 10] = [0xff, 0x06, 0x00, 0x00, 0x73, 0x4e, 0x61, 0x50, 0x50, 0x59];
     assert!(!body.starts_with(&FRAMED_MAGIC));
     // The block format starts with the uncompressed length as a varint.
-    assert_eq!(
-        snap::raw::decompress_len(&body).unwrap(),
-        enc.last_protobuf().len()
-    );
+    assert_eq!(snap::raw::decompress_len(&body).unwrap(), enc.last_protobuf().len());
 }
 
 #[test]
@@ -138,51 +97,24 @@ fn empty_values_are_never_sent() {
     // Labels cannot hold empty values, but the encoder must not rely on it.
     let s = series(&[("__name__", "x"), ("a", "")], &[(1, 1.0)]);
     let req = decode(Encoder::new().encode(&[s], &[])).unwrap();
-    assert_eq!(
-        req.timeseries[0].labels,
-        vec![proto::Label {
-            name: "__name__".into(),
-            value: "x".into()
-        }]
-    );
+    assert_eq!(req.timeseries[0].labels, vec![proto::Label { name: "__name__".into(), value: "x".into() }]);
 }
 
 #[test]
 fn decode_rejects_garbage_and_bombs() {
-    assert!(matches!(
-        decode(b"\xff\xff\xff\xff\x0f"),
-        Err(DecodeError::Snappy(_)) | Err(DecodeError::TooLarge { .. })
-    ));
+    assert!(matches!(decode(b"\xff\xff\xff\xff\x0f"), Err(DecodeError::Snappy(_)) | Err(DecodeError::TooLarge { .. })));
     let mut big = Vec::new();
     put_varint(&mut big, 1 << 40);
     assert!(decode(&big).is_err());
-    let body = snap::raw::Encoder::new()
-        .compress_vec(b"\x0a\x05\x0a")
-        .unwrap();
+    let body = snap::raw::Encoder::new().compress_vec(b"\x0a\x05\x0a").unwrap();
     assert!(matches!(decode(&body), Err(DecodeError::Protobuf(_))));
     let body = snap::raw::Encoder::new().compress_vec(&[0u8; 100]).unwrap();
-    assert!(matches!(
-        decode_with_limit(&body, 10),
-        Err(DecodeError::TooLarge {
-            len: 100,
-            limit: 10
-        })
-    ));
+    assert!(matches!(decode_with_limit(&body, 10), Err(DecodeError::TooLarge { len: 100, limit: 10 })));
 }
 
 #[test]
 fn varint_len_matches_prost() {
-    for v in [
-        0u64,
-        1,
-        127,
-        128,
-        16383,
-        16384,
-        u32::MAX as u64,
-        u64::MAX,
-        (-1i64) as u64,
-    ] {
+    for v in [0u64, 1, 127, 128, 16383, 16384, u32::MAX as u64, u64::MAX, (-1i64) as u64] {
         assert_eq!(varint_len(v), prost::encoding::encoded_len_varint(v), "{v}");
     }
 }
@@ -195,10 +127,7 @@ fn native_histogram_messages_round_trip() {
         schema: -2,
         zero_threshold: 1e-128,
         zero_count: Some(proto::histogram::ZeroCount::ZeroCountFloat(1.0)),
-        positive_spans: vec![proto::BucketSpan {
-            offset: -3,
-            length: 2,
-        }],
+        positive_spans: vec![proto::BucketSpan { offset: -3, length: 2 }],
         positive_deltas: vec![4, -1],
         reset_hint: proto::histogram::ResetHint::Gauge as i32,
         timestamp: 1_700_000_000_000,
@@ -207,38 +136,21 @@ fn native_histogram_messages_round_trip() {
     let req = WriteRequest {
         timeseries: vec![TimeSeries {
             histograms: vec![h],
-            exemplars: vec![proto::Exemplar {
-                value: 1.0,
-                timestamp: 2,
-                labels: vec![],
-            }],
+            exemplars: vec![proto::Exemplar { value: 1.0, timestamp: 2, labels: vec![] }],
             ..Default::default()
         }],
         metadata: vec![],
     };
-    assert_eq!(
-        WriteRequest::decode(req.encode_to_vec().as_slice()).unwrap(),
-        req
-    );
+    assert_eq!(WriteRequest::decode(req.encode_to_vec().as_slice()).unwrap(), req);
 }
 
 fn arb_series() -> impl Strategy<Value = Series> {
     let label = ("[a-zA-Z_][a-zA-Z0-9_:]{0,12}", "\\PC{0,16}");
     let sample = (any::<i64>(), any::<u64>().prop_map(f64::from_bits));
-    (
-        prop::collection::vec(label, 0..8),
-        prop::collection::vec(sample, 0..6),
-    )
-        .prop_map(|(labels, samples)| Series {
-            labels: Labels::from_vec(labels.into_iter().map(|(n, v)| ML::new(n, v)).collect()),
-            samples: samples
-                .into_iter()
-                .map(|(t, v)| MS {
-                    timestamp_ms: t,
-                    value: v,
-                })
-                .collect(),
-        })
+    (prop::collection::vec(label, 0..8), prop::collection::vec(sample, 0..6)).prop_map(|(labels, samples)| Series {
+        labels: Labels::from_vec(labels.into_iter().map(|(n, v)| ML::new(n, v)).collect()),
+        samples: samples.into_iter().map(|(t, v)| MS { timestamp_ms: t, value: v }).collect(),
+    })
 }
 
 proptest! {
@@ -261,7 +173,7 @@ proptest! {
 
 #[test]
 fn chunked_encoding_cuts_at_series_boundaries() {
-    use crate::{decode, series_size, to_model, Encoder};
+    use crate::{Encoder, decode, series_size, to_model};
     use infertel_model::{Labels, Metadata, MetricType, Sample, Series};
     let series: Vec<Series> = (0..50)
         .map(|i| Series {

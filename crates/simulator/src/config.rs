@@ -77,10 +77,6 @@ impl SimConfig {
     /// prompts), which is what makes decode 97 % of end-to-end latency,
     /// ~10.4 tokens per iteration and ~480 generated tokens/s.
     pub fn article_workload() -> Self {
-        SimConfig {
-            concurrency: 8.0,
-            output_tokens_mean: 102.0,
-            ..SimConfig::default()
-        }
+        SimConfig { concurrency: 8.0, output_tokens_mean: 102.0, ..SimConfig::default() }
     }
 }

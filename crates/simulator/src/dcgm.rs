@@ -238,11 +238,7 @@ pub(crate) fn render(sim: &Simulator) -> String {
         let _ = writeln!(out, "# HELP {} {}", f.name, f.help);
         let _ = writeln!(out, "# TYPE {} {}", f.name, f.typ);
         for (i, g) in sim.gpus.iter().enumerate() {
-            let xid = if f.name == "DCGM_FI_DEV_XID_ERRORS" {
-                "err_code=\"0\",err_msg=\"No Error\","
-            } else {
-                ""
-            };
+            let xid = if f.name == "DCGM_FI_DEV_XID_ERRORS" { "err_code=\"0\",err_msg=\"No Error\"," } else { "" };
             let v = (f.value)(sim, g);
             let v = match f.kind {
                 Kind::Int => go_d(if f.typ == "counter" { v.floor() } else { v }),

@@ -181,21 +181,10 @@ pub(crate) struct HttpStats {
 }
 
 impl HttpStats {
-    fn record(
-        &mut self,
-        at: f64,
-        status: &'static str,
-        duration: f64,
-        req_bytes: f64,
-        resp_bytes: f64,
-    ) {
+    fn record(&mut self, at: f64, status: &'static str, duration: f64, req_bytes: f64, resp_bytes: f64) {
         match self.requests.iter_mut().find(|c| c.status == status) {
             Some(c) => c.value += 1.0,
-            None => self.requests.push(HttpChild {
-                status,
-                value: 1.0,
-                created: at,
-            }),
+            None => self.requests.push(HttpChild { status, value: 1.0, created: at }),
         }
         let rs = self.request_size.get_or_insert((0.0, 0.0, at));
         rs.0 += 1.0;
@@ -204,10 +193,7 @@ impl HttpStats {
         rs.0 += 1.0;
         rs.1 += resp_bytes;
         self.highr.observe(duration);
-        self.lowr
-            .get_or_insert_with(|| (Histogram::new(hist::HTTP_LOWR), at))
-            .0
-            .observe(duration);
+        self.lowr.get_or_insert_with(|| (Histogram::new(hist::HTTP_LOWR), at)).0.observe(duration);
     }
 }
 
@@ -261,16 +247,12 @@ impl Simulator {
     /// every `_created` series), with `cfg.concurrency` clients starting now.
     pub fn new(cfg: SimConfig, start_unix_secs: f64) -> Self {
         let mut rng = StdRng::seed_from_u64(cfg.seed);
-        let max_tokens =
-            ((1.4 * cfg.output_tokens_mean).ceil().max(16.0) as u32).next_power_of_two();
-        let max_model_len = ((1.5 * cfg.prompt_tokens_mean).ceil() as u32 + max_tokens)
-            .next_power_of_two()
-            .max(4096);
+        let max_tokens = ((1.4 * cfg.output_tokens_mean).ceil().max(16.0) as u32).next_power_of_two();
+        let max_model_len = ((1.5 * cfg.prompt_tokens_mean).ceil() as u32 + max_tokens).next_power_of_two().max(4096);
         let capacity = cfg.capacity.max(1.0);
         // Size the KV pool so that `capacity` sequences of average length
         // (prompt + half the answer) fill KV_USAGE_AT_CAPACITY of it.
-        let per_seq_blocks =
-            (cfg.prompt_tokens_mean + cfg.output_tokens_mean / 2.0) / f64::from(BLOCK_SIZE) + 0.5;
+        let per_seq_blocks = (cfg.prompt_tokens_mean + cfg.output_tokens_mean / 2.0) / f64::from(BLOCK_SIZE) + 0.5;
         let kv_blocks_total = ((capacity * per_seq_blocks / KV_USAGE_AT_CAPACITY).ceil() as u32)
             .max(max_model_len.div_ceil(BLOCK_SIZE) + 1);
         let gpus = (0..cfg.gpu_count.max(1))
@@ -431,8 +413,7 @@ impl Simulator {
             }
             if self.rng.random::<f64>() < REJECT_SHARE {
                 let req_bytes = self.request_bytes(self.cfg.prompt_tokens_mean);
-                self.http
-                    .record(a + REJECT_LATENCY, "4xx", REJECT_LATENCY, req_bytes, 86.0);
+                self.http.record(a + REJECT_LATENCY, "4xx", REJECT_LATENCY, req_bytes, 86.0);
                 self.push_arrival(a + REJECT_LATENCY + CLIENT_GAP);
                 continue;
             }
@@ -526,16 +507,9 @@ impl Simulator {
         let batch = self.running.len();
         let prefill_tokens: u32 = self.running.iter().map(|r| r.pending_prefill).sum();
         let jitter = 1.0 + STEP_JITTER * self.rng.random_range(-1.0..1.0);
-        let dt = (STEP_BASE
-            + STEP_PER_SEQ * batch as f64
-            + STEP_PER_PREFILL_TOKEN * f64::from(prefill_tokens))
-            * jitter;
-        self.step = Some(Step {
-            start: at,
-            end: at + dt,
-            batch,
-            prefill_tokens,
-        });
+        let dt =
+            (STEP_BASE + STEP_PER_SEQ * batch as f64 + STEP_PER_PREFILL_TOKEN * f64::from(prefill_tokens)) * jitter;
+        self.step = Some(Step { start: at, end: at + dt, batch, prefill_tokens });
     }
 
     fn used_blocks(&self) -> u32 {
@@ -552,9 +526,7 @@ impl Simulator {
         let visible = engine_ts + DETOKENIZE;
         self.engine_t = step.end;
         let batch = step.batch as f64;
-        self.stats
-            .iteration_tokens
-            .observe(f64::from(step.prefill_tokens) + batch);
+        self.stats.iteration_tokens.observe(f64::from(step.prefill_tokens) + batch);
         self.stats.generation_tokens += batch;
         let mut finished = Vec::new();
         let mut i = 0;
@@ -591,31 +563,20 @@ impl Simulator {
         s.prefill.observe(first - scheduled);
         s.decode.observe(decode);
         s.inference.observe(r.last_token - scheduled);
-        s.tpot.observe(if r.generated > 1 {
-            decode / f64::from(r.generated - 1)
-        } else {
-            0.0
-        });
+        s.tpot.observe(if r.generated > 1 { decode / f64::from(r.generated - 1) } else { 0.0 });
         s.request_prompt_tokens.observe(f64::from(r.prompt));
         s.request_generation_tokens.observe(f64::from(r.generated));
         s.request_params_max_tokens.observe(f64::from(r.max_tokens));
-        s.request_max_num_generation_tokens
-            .observe(f64::from(r.max_tokens));
+        s.request_max_num_generation_tokens.observe(f64::from(r.max_tokens));
         s.request_params_n.observe(1.0);
-        s.prefill_kv_computed
-            .observe(f64::from(r.prompt - r.cached));
+        s.prefill_kv_computed.observe(f64::from(r.prompt - r.cached));
         s.success[r.reason] += 1.0;
         self.finished_requests += 1;
         // Streaming responses carry no Content-Length, so the instrumentator
         // records 0 bytes for them; error bodies are small JSON documents.
-        let (status, resp_bytes) = if r.reason == ERROR {
-            ("5xx", 112.0)
-        } else {
-            ("2xx", 0.0)
-        };
+        let (status, resp_bytes) = if r.reason == ERROR { ("5xx", 112.0) } else { ("2xx", 0.0) };
         let req_bytes = self.request_bytes(f64::from(r.prompt));
-        self.http
-            .record(visible, status, e2e + 0.0004, req_bytes, resp_bytes);
+        self.http.record(visible, status, e2e + 0.0004, req_bytes, resp_bytes);
         if self.clients > self.target_clients {
             self.clients -= 1;
         } else {
@@ -653,8 +614,7 @@ impl Simulator {
             g.gr_active += (gr - g.gr_active) * a;
             g.dram_active += (dram - g.dram_active) * a;
             g.tensor_active += (tensor - g.tensor_active) * a;
-            let temp_target =
-                idle_temp() + 45.0 * (p / cfg.power_watts.max(1.0) - IDLE_POWER_SHARE).max(0.0);
+            let temp_target = idle_temp() + 45.0 * (p / cfg.power_watts.max(1.0) - IDLE_POWER_SHARE).max(0.0);
             g.temp_c += (temp_target - g.temp_c) * a_t;
         }
         // The API server process: frontend work grows with load.

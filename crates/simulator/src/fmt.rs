@@ -17,11 +17,7 @@ pub fn py_repr(v: f64) -> String {
         return if v > 0.0 { "inf".into() } else { "-inf".into() };
     }
     if v == 0.0 {
-        return if v.is_sign_negative() {
-            "-0.0".into()
-        } else {
-            "0.0".into()
-        };
+        return if v.is_sign_negative() { "-0.0".into() } else { "0.0".into() };
     }
     // Rust's `{:e}` gives the shortest round-trip digits, like Python's repr.
     let sci = format!("{:e}", v.abs());
@@ -32,11 +28,7 @@ pub fn py_repr(v: f64) -> String {
     // Python switches to scientific notation when the decimal point position
     // (exp + 1) is <= -4 or > 16.
     if !(-4..16).contains(&exp) {
-        let m = if digits.len() == 1 {
-            digits.clone()
-        } else {
-            format!("{}.{}", &digits[..1], &digits[1..])
-        };
+        let m = if digits.len() == 1 { digits.clone() } else { format!("{}.{}", &digits[..1], &digits[1..]) };
         let es = if exp < 0 { '-' } else { '+' };
         return format!("{sign}{m}e{es}{:02}", exp.abs());
     }

@@ -25,10 +25,7 @@ use crate::engine::Simulator;
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
 /// Lock even if a previous holder panicked: the state is plain numbers and
@@ -107,11 +104,7 @@ async fn dcgm_metrics(State(sim): State<Arc<Mutex<Simulator>>>) -> impl IntoResp
 /// Bind both addresses (port 0 picks a free port) and serve `GET /metrics`
 /// on each until the returned [`SimServer`] is shut down or dropped.
 /// Must be called inside a Tokio runtime.
-pub async fn serve(
-    cfg: SimConfig,
-    vllm: SocketAddr,
-    dcgm: SocketAddr,
-) -> std::io::Result<SimServer> {
+pub async fn serve(cfg: SimConfig, vllm: SocketAddr, dcgm: SocketAddr) -> std::io::Result<SimServer> {
     let vllm_listener = TcpListener::bind(vllm).await?;
     let dcgm_listener = TcpListener::bind(dcgm).await?;
     let vllm_addr = vllm_listener.local_addr()?;
@@ -138,22 +131,8 @@ pub async fn serve(
                 .await;
         })
     };
-    let vllm_router = Router::new()
-        .route("/metrics", get(vllm_metrics))
-        .with_state(Arc::clone(&sim));
-    let dcgm_router = Router::new()
-        .route("/metrics", get(dcgm_metrics))
-        .with_state(Arc::clone(&sim));
-    let tasks = vec![
-        relay,
-        spawn(vllm_listener, vllm_router),
-        spawn(dcgm_listener, dcgm_router),
-    ];
-    Ok(SimServer {
-        vllm_addr,
-        dcgm_addr,
-        sim,
-        stop: Some(stop_tx),
-        tasks,
-    })
+    let vllm_router = Router::new().route("/metrics", get(vllm_metrics)).with_state(Arc::clone(&sim));
+    let dcgm_router = Router::new().route("/metrics", get(dcgm_metrics)).with_state(Arc::clone(&sim));
+    let tasks = vec![relay, spawn(vllm_listener, vllm_router), spawn(dcgm_listener, dcgm_router)];
+    Ok(SimServer { vllm_addr, dcgm_addr, sim, stop: Some(stop_tx), tasks })
 }

@@ -30,10 +30,7 @@ fn label_str(labels: &[(&str, String)]) -> String {
     }
     let mut sorted: Vec<_> = labels.iter().collect();
     sorted.sort_by(|a, b| a.0.cmp(b.0));
-    let body: Vec<String> = sorted
-        .iter()
-        .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
-        .collect();
+    let body: Vec<String> = sorted.iter().map(|(k, v)| format!("{k}=\"{}\"", escape_label(v))).collect();
     format!("{{{}}}", body.join(","))
 }
 
@@ -73,10 +70,7 @@ impl Writer {
 
     /// A counter whose children were created at start-up.
     fn counter(&mut self, base: &str, help: &str, series: &[(Labels, f64)]) {
-        let with_created: Vec<_> = series
-            .iter()
-            .map(|(l, v)| (l.clone(), *v, self.next_created()))
-            .collect();
+        let with_created: Vec<_> = series.iter().map(|(l, v)| (l.clone(), *v, self.next_created())).collect();
         self.counter_at(base, help, &with_created);
     }
 
@@ -91,10 +85,7 @@ impl Writer {
     }
 
     fn histogram(&mut self, name: &str, help: &str, children: &[(Labels, &Histogram)]) {
-        let with_created: Vec<_> = children
-            .iter()
-            .map(|(l, h)| (l.clone(), *h, self.next_created()))
-            .collect();
+        let with_created: Vec<_> = children.iter().map(|(l, h)| (l.clone(), *h, self.next_created())).collect();
         self.histogram_at(name, help, &with_created);
     }
 
@@ -119,10 +110,7 @@ impl Writer {
             self.sample(&format!("{name}_count"), l, *count);
             self.sample(&format!("{name}_sum"), l, *sum);
         }
-        let created: Vec<_> = children
-            .iter()
-            .map(|(l, _, _, c)| (l.clone(), *c))
-            .collect();
+        let created: Vec<_> = children.iter().map(|(l, _, _, c)| (l.clone(), *c)).collect();
         self.created_family(name, help, &created);
     }
 }
@@ -130,59 +118,27 @@ impl Writer {
 const CHAT: &str = "/v1/chat/completions";
 
 pub(crate) fn render(sim: &Simulator) -> String {
-    let mut w = Writer {
-        out: String::with_capacity(96 * 1024),
-        start: sim.start,
-        created_seq: 0,
-    };
+    let mut w = Writer { out: String::with_capacity(96 * 1024), start: sim.start, created_seq: 0 };
     let s = &sim.stats;
     let n = sim.finished_requests;
-    let e = || -> Labels {
-        vec![
-            ("engine", "0".to_string()),
-            ("model_name", sim.cfg.model_name.clone()),
-        ]
-    };
+    let e = || -> Labels { vec![("engine", "0".to_string()), ("model_name", sim.cfg.model_name.clone())] };
     let one = |v: f64| vec![(e(), v)];
 
     // --- prometheus_client default collectors (gc, platform, process) ---
-    let gens = |a: [f64; 3]| -> Vec<(Labels, f64)> {
-        (0..3)
-            .map(|g| (vec![("generation", g.to_string())], a[g]))
-            .collect()
-    };
+    let gens =
+        |a: [f64; 3]| -> Vec<(Labels, f64)> { (0..3).map(|g| (vec![("generation", g.to_string())], a[g])).collect() };
     let nf = n as f64;
-    let gc_collected = [
-        14250.0 + (nf * 91.0).floor(),
-        2120.0 + (nf * 13.0).floor(),
-        303.0 + (nf / 4.0).floor(),
-    ];
-    let gc_collections = [
-        1301.0 + (nf / 2.0).floor(),
-        118.0 + (nf / 22.0).floor(),
-        9.0 + (nf / 250.0).floor(),
-    ];
-    w.header(
-        "python_gc_objects_collected_total",
-        "Objects collected during gc",
-        "counter",
-    );
+    let gc_collected = [14250.0 + (nf * 91.0).floor(), 2120.0 + (nf * 13.0).floor(), 303.0 + (nf / 4.0).floor()];
+    let gc_collections = [1301.0 + (nf / 2.0).floor(), 118.0 + (nf / 22.0).floor(), 9.0 + (nf / 250.0).floor()];
+    w.header("python_gc_objects_collected_total", "Objects collected during gc", "counter");
     for (l, v) in gens(gc_collected) {
         w.sample("python_gc_objects_collected_total", &l, v);
     }
-    w.header(
-        "python_gc_objects_uncollectable_total",
-        "Uncollectable objects found during GC",
-        "counter",
-    );
+    w.header("python_gc_objects_uncollectable_total", "Uncollectable objects found during GC", "counter");
     for (l, v) in gens([0.0; 3]) {
         w.sample("python_gc_objects_uncollectable_total", &l, v);
     }
-    w.header(
-        "python_gc_collections_total",
-        "Number of times this generation was collected",
-        "counter",
-    );
+    w.header("python_gc_collections_total", "Number of times this generation was collected", "counter");
     for (l, v) in gens(gc_collections) {
         w.sample("python_gc_collections_total", &l, v);
     }
@@ -201,11 +157,7 @@ pub(crate) fn render(sim: &Simulator) -> String {
         )],
     );
     let in_flight = sim.in_flight() as f64;
-    w.gauge(
-        "process_virtual_memory_bytes",
-        "Virtual memory size in bytes.",
-        &[(vec![], 9_035_190_272.0)],
-    );
+    w.gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", &[(vec![], 9_035_190_272.0)]);
     w.gauge(
         "process_resident_memory_bytes",
         "Resident memory size in bytes.",
@@ -219,26 +171,10 @@ pub(crate) fn render(sim: &Simulator) -> String {
         "Start time of the process since unix epoch in seconds.",
         &[(vec![], proc_start)],
     );
-    w.header(
-        "process_cpu_seconds_total",
-        "Total user and system CPU time spent in seconds.",
-        "counter",
-    );
-    w.sample(
-        "process_cpu_seconds_total",
-        &[],
-        (sim.cpu_seconds * 100.0).round() / 100.0,
-    );
-    w.gauge(
-        "process_open_fds",
-        "Number of open file descriptors.",
-        &[(vec![], 48.0 + in_flight)],
-    );
-    w.gauge(
-        "process_max_fds",
-        "Maximum number of open file descriptors.",
-        &[(vec![], 1_048_576.0)],
-    );
+    w.header("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", "counter");
+    w.sample("process_cpu_seconds_total", &[], (sim.cpu_seconds * 100.0).round() / 100.0);
+    w.gauge("process_open_fds", "Number of open file descriptors.", &[(vec![], 48.0 + in_flight)]);
+    w.gauge("process_max_fds", "Maximum number of open file descriptors.", &[(vec![], 1_048_576.0)]);
 
     // --- vLLM engine metrics (vllm/v1/metrics/loggers.py order) ---
     let mfu = "(for Model Flops Utilization calculations).";
@@ -258,16 +194,8 @@ pub(crate) fn render(sim: &Simulator) -> String {
         &format!("Estimated number of bytes written to memory per GPU {mfu}"),
         &one(0.0),
     );
-    w.gauge(
-        "vllm:num_requests_running",
-        "Number of requests in model execution batches.",
-        &one(sim.running() as f64),
-    );
-    w.gauge(
-        "vllm:num_requests_waiting",
-        "Number of requests waiting to be processed.",
-        &one(sim.waiting() as f64),
-    );
+    w.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", &one(sim.running() as f64));
+    w.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", &one(sim.waiting() as f64));
     // Not in the v0.17 capture; HELP text reconstructed, not copied.
     let by_reason = |r: &str, v: f64| {
         let mut l = e();
@@ -277,10 +205,7 @@ pub(crate) fn render(sim: &Simulator) -> String {
     w.gauge(
         "vllm:num_requests_waiting_by_reason",
         "Number of requests waiting to be processed, by reason.",
-        &[
-            by_reason("capacity", sim.waiting() as f64),
-            by_reason("deferred", 0.0),
-        ],
+        &[by_reason("capacity", sim.waiting() as f64), by_reason("deferred", 0.0)],
     );
     let sleep = |st: &str, v: f64| {
         let mut l = e();
@@ -292,21 +217,13 @@ pub(crate) fn render(sim: &Simulator) -> String {
         "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
         &[sleep("awake", 1.0), sleep("weights_offloaded", 0.0), sleep("discard_all", 0.0)],
     );
-    w.gauge(
-        "vllm:kv_cache_usage_perc",
-        "KV-cache usage. 1 means 100 percent usage.",
-        &one(sim.kv_cache_usage()),
-    );
+    w.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", &one(sim.kv_cache_usage()));
     w.counter(
         "vllm:prefix_cache_queries",
         "Prefix cache queries, in terms of number of queried tokens.",
         &one(s.prefix_queries),
     );
-    w.counter(
-        "vllm:prefix_cache_hits",
-        "Prefix cache hits, in terms of number of cached tokens.",
-        &one(s.prefix_hits),
-    );
+    w.counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", &one(s.prefix_hits));
     w.counter(
         "vllm:external_prefix_cache_queries",
         "External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.",
@@ -317,26 +234,10 @@ pub(crate) fn render(sim: &Simulator) -> String {
         "External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.",
         &one(0.0),
     );
-    w.counter(
-        "vllm:mm_cache_queries",
-        "Multi-modal cache queries, in terms of number of queried items.",
-        &one(0.0),
-    );
-    w.counter(
-        "vllm:mm_cache_hits",
-        "Multi-modal cache hits, in terms of number of cached items.",
-        &one(0.0),
-    );
-    w.counter(
-        "vllm:num_preemptions",
-        "Cumulative number of preemption from the engine.",
-        &one(s.preemptions),
-    );
-    w.counter(
-        "vllm:prompt_tokens",
-        "Number of prefill tokens processed.",
-        &one(s.prompt_tokens),
-    );
+    w.counter("vllm:mm_cache_queries", "Multi-modal cache queries, in terms of number of queried items.", &one(0.0));
+    w.counter("vllm:mm_cache_hits", "Multi-modal cache hits, in terms of number of cached items.", &one(0.0));
+    w.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", &one(s.preemptions));
+    w.counter("vllm:prompt_tokens", "Number of prefill tokens processed.", &one(s.prompt_tokens));
     let src = |name: &str, v: f64| {
         let mut l = e();
         l.push(("source", name.to_string()));
@@ -356,11 +257,7 @@ pub(crate) fn render(sim: &Simulator) -> String {
         "Number of cached prompt tokens (local + external).",
         &one(s.prompt_local_cache_hit),
     );
-    w.counter(
-        "vllm:generation_tokens",
-        "Number of generation tokens processed.",
-        &one(s.generation_tokens),
-    );
+    w.counter("vllm:generation_tokens", "Number of generation tokens processed.", &one(s.generation_tokens));
     let reasons: Vec<_> = FINISHED_REASONS
         .iter()
         .zip(s.success)
@@ -370,19 +267,11 @@ pub(crate) fn render(sim: &Simulator) -> String {
             (l, v)
         })
         .collect();
-    w.counter(
-        "vllm:request_success",
-        "Count of successfully processed requests.",
-        &reasons,
-    );
+    w.counter("vllm:request_success", "Count of successfully processed requests.", &reasons);
     fn h(l: Labels, hist: &Histogram) -> Vec<(Labels, &Histogram)> {
         vec![(l, hist)]
     }
-    w.histogram(
-        "vllm:request_prompt_tokens",
-        "Number of prefill tokens processed.",
-        &h(e(), &s.request_prompt_tokens),
-    );
+    w.histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", &h(e(), &s.request_prompt_tokens));
     w.histogram(
         "vllm:request_generation_tokens",
         "Number of generation tokens processed.",
@@ -398,36 +287,20 @@ pub(crate) fn render(sim: &Simulator) -> String {
         "Histogram of maximum number of requested generation tokens.",
         &h(e(), &s.request_max_num_generation_tokens),
     );
-    w.histogram(
-        "vllm:request_params_n",
-        "Histogram of the n request parameter.",
-        &h(e(), &s.request_params_n),
-    );
+    w.histogram("vllm:request_params_n", "Histogram of the n request parameter.", &h(e(), &s.request_params_n));
     w.histogram(
         "vllm:request_params_max_tokens",
         "Histogram of the max_tokens request parameter.",
         &h(e(), &s.request_params_max_tokens),
     );
-    w.histogram(
-        "vllm:time_to_first_token_seconds",
-        "Histogram of time to first token in seconds.",
-        &h(e(), &s.ttft),
-    );
-    w.histogram(
-        "vllm:inter_token_latency_seconds",
-        "Histogram of inter-token latency in seconds.",
-        &h(e(), &s.itl),
-    );
+    w.histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", &h(e(), &s.ttft));
+    w.histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", &h(e(), &s.itl));
     w.histogram(
         "vllm:request_time_per_output_token_seconds",
         "Histogram of time_per_output_token_seconds per request.",
         &h(e(), &s.tpot),
     );
-    w.histogram(
-        "vllm:e2e_request_latency_seconds",
-        "Histogram of e2e request latency in seconds.",
-        &h(e(), &s.e2e),
-    );
+    w.histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", &h(e(), &s.e2e));
     w.histogram(
         "vllm:request_queue_time_seconds",
         "Histogram of time spent in WAITING phase for request.",
@@ -481,35 +354,17 @@ pub(crate) fn render(sim: &Simulator) -> String {
         ("sliding_window", "None".into()),
         ("swap_space", "4.0".into()),
     ];
-    w.gauge(
-        "vllm:cache_config_info",
-        "Information of the LLMEngine CacheConfig",
-        &[(cache_cfg, 1.0)],
-    );
+    w.gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", &[(cache_cfg, 1.0)]);
 
     // --- prometheus-fastapi-instrumentator (HELP texts end with a space) ---
     let hl = |status: &str| -> Labels {
-        vec![
-            ("handler", CHAT.into()),
-            ("method", "POST".into()),
-            ("status", status.into()),
-        ]
+        vec![("handler", CHAT.into()), ("method", "POST".into()), ("status", status.into())]
     };
-    let reqs: Vec<_> = sim
-        .http
-        .requests
-        .iter()
-        .map(|c| (hl(c.status), c.value, c.created))
-        .collect();
-    w.counter_at(
-        "http_requests",
-        "Total number of requests by method, status and handler.",
-        &reqs,
-    );
+    let reqs: Vec<_> = sim.http.requests.iter().map(|c| (hl(c.status), c.value, c.created)).collect();
+    w.counter_at("http_requests", "Total number of requests by method, status and handler.", &reqs);
     let handler = || -> Labels { vec![("handler", CHAT.into())] };
     let summary = |x: Option<(f64, f64, f64)>| -> Vec<(Labels, f64, f64, f64)> {
-        x.map(|(c, s, t)| vec![(handler(), c, s, t)])
-            .unwrap_or_default()
+        x.map(|(c, s, t)| vec![(handler(), c, s, t)]).unwrap_or_default()
     };
     w.summary_at(
         "http_request_size_bytes",
@@ -532,16 +387,7 @@ pub(crate) fn render(sim: &Simulator) -> String {
         .http
         .lowr
         .iter()
-        .map(|(h, c)| {
-            (
-                vec![
-                    ("handler", CHAT.to_string()),
-                    ("method", "POST".to_string()),
-                ],
-                h,
-                *c,
-            )
-        })
+        .map(|(h, c)| (vec![("handler", CHAT.to_string()), ("method", "POST".to_string())], h, *c))
         .collect();
     w.histogram_at(
         "http_request_duration_seconds",

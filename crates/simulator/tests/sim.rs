@@ -49,12 +49,7 @@ fn parse(text: &str) -> Vec<Sample> {
                 "+Inf" => f64::INFINITY,
                 v => v.parse().unwrap_or_else(|_| panic!("bad value in {l}")),
             };
-            Sample {
-                name: name.into(),
-                labels,
-                value: v,
-                raw_value: value.into(),
-            }
+            Sample { name: name.into(), labels, value: v, raw_value: value.into() }
         })
         .collect()
 }
@@ -70,11 +65,7 @@ fn values(text: &str) -> HashMap<String, f64> {
 
 /// Sum of all series of `name` (across label sets).
 fn total(text: &str, name: &str) -> f64 {
-    parse(text)
-        .iter()
-        .filter(|s| s.name == name)
-        .map(|s| s.value)
-        .sum()
+    parse(text).iter().filter(|s| s.name == name).map(|s| s.value).sum()
 }
 
 /// `# TYPE` of every family.
@@ -105,13 +96,7 @@ fn family_of<'a>(name: &str, fams: &'a HashMap<String, String>) -> Option<(&'a s
 }
 
 fn sim(concurrency: f64) -> Simulator {
-    Simulator::new(
-        SimConfig {
-            concurrency,
-            ..SimConfig::default()
-        },
-        T0,
-    )
+    Simulator::new(SimConfig { concurrency, ..SimConfig::default() }, T0)
 }
 
 #[test]
@@ -166,38 +151,14 @@ fn histogram_invariants_hold() {
         // Group by label set without `le`.
         let mut groups: HashMap<String, Vec<(f64, f64)>> = HashMap::new();
         for smp in samples.iter().filter(|x| x.name == format!("{fam}_bucket")) {
-            let le = smp
-                .labels
-                .iter()
-                .find(|(k, _)| k == "le")
-                .expect("le")
-                .1
-                .clone();
-            let rest: Vec<_> = smp
-                .labels
-                .iter()
-                .filter(|(k, _)| k != "le")
-                .cloned()
-                .collect();
-            let le = if le == "+Inf" {
-                f64::INFINITY
-            } else {
-                le.parse().unwrap()
-            };
-            groups
-                .entry(format!("{rest:?}"))
-                .or_default()
-                .push((le, smp.value));
+            let le = smp.labels.iter().find(|(k, _)| k == "le").expect("le").1.clone();
+            let rest: Vec<_> = smp.labels.iter().filter(|(k, _)| k != "le").cloned().collect();
+            let le = if le == "+Inf" { f64::INFINITY } else { le.parse().unwrap() };
+            groups.entry(format!("{rest:?}")).or_default().push((le, smp.value));
         }
         for (labels, buckets) in groups {
-            assert!(
-                buckets.windows(2).all(|w| w[0].0 < w[1].0),
-                "{fam}: le not ascending"
-            );
-            assert!(
-                buckets.windows(2).all(|w| w[0].1 <= w[1].1),
-                "{fam}: counts not monotone"
-            );
+            assert!(buckets.windows(2).all(|w| w[0].0 < w[1].0), "{fam}: le not ascending");
+            assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "{fam}: counts not monotone");
             let (le, inf) = *buckets.last().unwrap();
             assert_eq!(le, f64::INFINITY, "{fam}: last bucket is +Inf");
             let count = samples
@@ -245,10 +206,7 @@ fn overload_queues_and_raises_queue_time_and_ttft() {
     let (max_w8, _, q8, ttft8) = run(8.0);
     let (max_w32, w32, q32, ttft32) = run(32.0);
     assert_eq!(max_w8, 0.0);
-    assert!(
-        max_w32 > 0.0 && w32 > 0.0,
-        "no queue at 32 over capacity 16"
-    );
+    assert!(max_w32 > 0.0 && w32 > 0.0, "no queue at 32 over capacity 16");
     assert!(q8 < 0.001, "queue time at 8 = {q8}");
     assert!(q32 > 1.0 && q32 > 1000.0 * q8, "queue {q8} -> {q32}");
     assert!(ttft32 > 10.0 * ttft8, "ttft {ttft8} -> {ttft32}");
@@ -265,10 +223,8 @@ fn article_workload_reproduces_the_measurements() {
     s.advance_to(T0 + 420.0);
     let b = s.render_vllm();
     let d = s.render_dcgm();
-    let decode = total(&b, "vllm:request_decode_time_seconds_sum")
-        - total(&a, "vllm:request_decode_time_seconds_sum");
-    let e2e = total(&b, "vllm:e2e_request_latency_seconds_sum")
-        - total(&a, "vllm:e2e_request_latency_seconds_sum");
+    let decode = total(&b, "vllm:request_decode_time_seconds_sum") - total(&a, "vllm:request_decode_time_seconds_sum");
+    let e2e = total(&b, "vllm:e2e_request_latency_seconds_sum") - total(&a, "vllm:e2e_request_latency_seconds_sum");
     let share = decode / e2e;
     assert!((share - 0.97).abs() <= 0.02, "decode share {share}");
     let ms = |n: &str| delta_mean(&a, &b, n) * 1000.0;
@@ -279,37 +235,18 @@ fn article_workload_reproduces_the_measurements() {
         ms("vllm:inter_token_latency_seconds"),
     );
     assert!(queue < 0.05, "queue {queue} ms (article 0.01)");
-    assert!(
-        (prefill - 37.98).abs() < 8.0,
-        "prefill {prefill} ms (article 37.98)"
-    );
+    assert!((prefill - 37.98).abs() < 8.0, "prefill {prefill} ms (article 37.98)");
     assert!((ttft - 51.0).abs() < 10.0, "ttft {ttft} ms (article 51)");
     assert!((itl - 16.0).abs() < 2.0, "itl {itl} ms (article 16)");
     let decode_ms = ms("vllm:request_decode_time_seconds");
-    assert!(
-        (decode_ms - 1664.69).abs() < 150.0,
-        "decode {decode_ms} ms (article 1664.69)"
-    );
-    let gen_rate = (total(&b, "vllm:generation_tokens_total")
-        - total(&a, "vllm:generation_tokens_total"))
-        / 360.0;
-    assert!(
-        (gen_rate - 479.1).abs() < 30.0,
-        "generated {gen_rate} tok/s (article 479.1)"
-    );
+    assert!((decode_ms - 1664.69).abs() < 150.0, "decode {decode_ms} ms (article 1664.69)");
+    let gen_rate = (total(&b, "vllm:generation_tokens_total") - total(&a, "vllm:generation_tokens_total")) / 360.0;
+    assert!((gen_rate - 479.1).abs() < 30.0, "generated {gen_rate} tok/s (article 479.1)");
     let per_iter = delta_mean(&a, &b, "vllm:iteration_tokens_total");
-    assert!(
-        (per_iter - 10.36).abs() < 1.0,
-        "tokens/iteration {per_iter} (article 10.36)"
-    );
+    assert!((per_iter - 10.36).abs() < 1.0, "tokens/iteration {per_iter} (article 10.36)");
     // dcgm: saturated but memory bound.
     let dv = values(&d);
-    let get = |n: &str| {
-        dv.iter()
-            .find(|(k, _)| k.starts_with(&format!("{n}{{")))
-            .map(|(_, v)| *v)
-            .unwrap()
-    };
+    let get = |n: &str| dv.iter().find(|(k, _)| k.starts_with(&format!("{n}{{"))).map(|(_, v)| *v).unwrap();
     assert_eq!(get("DCGM_FI_DEV_GPU_UTIL"), 100.0);
     assert!(get("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE") < 0.2);
     assert!(get("DCGM_FI_PROF_DRAM_ACTIVE") > 0.7);
@@ -324,30 +261,22 @@ fn decode_dominates_with_default_long_answers() {
     let a = s.render_vllm();
     s.advance_to(T0 + 600.0);
     let b = s.render_vllm();
-    let share = delta_mean(&a, &b, "vllm:request_decode_time_seconds")
-        / delta_mean(&a, &b, "vllm:e2e_request_latency_seconds");
+    let share =
+        delta_mean(&a, &b, "vllm:request_decode_time_seconds") / delta_mean(&a, &b, "vllm:e2e_request_latency_seconds");
     assert!(share > 0.95 && share < 1.0, "decode share {share}");
 }
 
 #[test]
 fn prefix_cache_hit_ratio_follows_config() {
     for reuse in [0.325, 0.6, 0.0] {
-        let cfg = SimConfig {
-            prefix_reuse: reuse,
-            output_tokens_mean: 200.0,
-            ..SimConfig::default()
-        };
+        let cfg = SimConfig { prefix_reuse: reuse, output_tokens_mean: 200.0, ..SimConfig::default() };
         let mut s = Simulator::new(cfg, T0);
         s.advance_to(T0 + 600.0);
         let t = s.render_vllm();
         let q = total(&t, "vllm:prefix_cache_queries_total");
         let h = total(&t, "vllm:prefix_cache_hits_total");
         assert!(q > 10_000.0);
-        assert!(
-            (h / q - reuse).abs() < 0.015,
-            "reuse {reuse}: ratio {}",
-            h / q
-        );
+        assert!((h / q - reuse).abs() < 0.015, "reuse {reuse}: ratio {}", h / q);
         assert_eq!(total(&t, "vllm:prompt_tokens_cached_total"), h);
         assert_eq!(total(&t, "vllm:prompt_tokens_total"), q);
         assert_eq!(total(&t, "vllm:prompt_tokens_by_source_total"), q);
@@ -377,20 +306,13 @@ fn energy_counter_integrates_power() {
     s.advance_to(T0 + 60.0);
     let energy = |s: &Simulator| {
         let d = s.render_dcgm();
-        (
-            total(&d, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"),
-            total(&d, "DCGM_FI_DEV_POWER_USAGE"),
-        )
+        (total(&d, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"), total(&d, "DCGM_FI_DEV_POWER_USAGE"))
     };
     let (e0, p0) = energy(&s);
     s.advance_to(T0 + 360.0);
     let (e1, p1) = energy(&s);
     let expected = (p0 + p1) / 2.0 * 300.0 * 1000.0;
-    assert!(
-        ((e1 - e0) / expected - 1.0).abs() < 0.02,
-        "ΔE {} vs P·Δt {expected}",
-        e1 - e0
-    );
+    assert!(((e1 - e0) / expected - 1.0).abs() < 0.02, "ΔE {} vs P·Δt {expected}", e1 - e0);
     assert!((p1 - 240.0).abs() < 10.0, "power at capacity {p1}");
     // Idle: power drops, energy keeps counting at the idle rate.
     s.set_concurrency(0.0);
@@ -419,21 +341,10 @@ fn same_seed_same_output_and_engine_ignores_scrape_cadence() {
     // Scrape timing changes only float rounding in the integrated gauges,
     // never what the engine did.
     let engine = |s: &Simulator| -> Vec<String> {
-        s.render_vllm()
-            .lines()
-            .filter(|l| l.starts_with("vllm:"))
-            .map(String::from)
-            .collect()
+        s.render_vllm().lines().filter(|l| l.starts_with("vllm:")).map(String::from).collect()
     };
     assert_eq!(engine(&a), engine(&c));
-    let other = Simulator::new(
-        SimConfig {
-            concurrency: 12.0,
-            seed: 7,
-            ..SimConfig::default()
-        },
-        T0,
-    );
+    let other = Simulator::new(SimConfig { concurrency: 12.0, seed: 7, ..SimConfig::default() }, T0);
     let mut other = other;
     other.advance_to(T0 + 300.0);
     assert_ne!(engine(&other), engine(&c));
@@ -455,10 +366,7 @@ fn check_vllm_style(text: &str) {
         if let Some(rest) = line.strip_prefix("# TYPE ") {
             let (n, t) = rest.split_once(' ').unwrap();
             assert!(helps.contains_key(n), "TYPE before HELP for {n}");
-            assert!(
-                ["counter", "gauge", "histogram", "summary"].contains(&t),
-                "{line}"
-            );
+            assert!(["counter", "gauge", "histogram", "summary"].contains(&t), "{line}");
             if t == "counter" {
                 assert!(n.ends_with("_total"), "counter TYPE without _total: {n}");
             }
@@ -473,29 +381,24 @@ fn check_vllm_style(text: &str) {
         assert!(!line.starts_with('#'), "unexpected comment {line}");
         let smp = &parse(line)[0];
         let fam = last_type.as_deref().expect("sample before any TYPE");
-        let (f, _) =
-            family_of(&smp.name, &declared).unwrap_or_else(|| panic!("undeclared: {line}"));
+        let (f, _) = family_of(&smp.name, &declared).unwrap_or_else(|| panic!("undeclared: {line}"));
         assert_eq!(f, fam, "sample outside its family block: {line}");
         with_samples.insert(f.to_string());
-        let name_ok = smp.name.chars().enumerate().all(|(i, c)| {
-            c.is_ascii_alphabetic() || c == '_' || c == ':' || (i > 0 && c.is_ascii_digit())
-        });
+        let name_ok = smp
+            .name
+            .chars()
+            .enumerate()
+            .all(|(i, c)| c.is_ascii_alphabetic() || c == '_' || c == ':' || (i > 0 && c.is_ascii_digit()));
         assert!(name_ok, "bad name {}", smp.name);
         // Python floats: always a fractional part or an exponent.
         let v = &smp.raw_value;
-        assert!(
-            v.contains('.') || v.contains('e') || v == "+Inf",
-            "value without fraction: {line}"
-        );
+        assert!(v.contains('.') || v.contains('e') || v == "+Inf", "value without fraction: {line}");
         let names: Vec<&str> = smp.labels.iter().map(|(k, _)| k.as_str()).collect();
         let mut sorted = names.clone();
         sorted.sort();
         assert_eq!(names, sorted, "labels not sorted: {line}");
         if smp.name.starts_with("vllm:") && smp.name != "vllm:cache_config_info" {
-            assert!(
-                names.contains(&"engine") && names.contains(&"model_name"),
-                "{line}"
-            );
+            assert!(names.contains(&"engine") && names.contains(&"model_name"), "{line}");
         }
     }
     // Every counter and histogram with children has its _created companion
@@ -508,15 +411,9 @@ fn check_vllm_style(text: &str) {
             "histogram" | "summary" => n.clone(),
             _ => continue,
         };
-        assert!(
-            declared.contains_key(&format!("{base}_created")),
-            "no _created for {n}"
-        );
+        assert!(declared.contains_key(&format!("{base}_created")), "no _created for {n}");
     }
-    assert!(
-        created_families > 25,
-        "{created_families} _created families"
-    );
+    assert!(created_families > 25, "{created_families} _created families");
 }
 
 #[test]
@@ -540,22 +437,11 @@ fn vllm_exposition_matches_real_capture_style() {
         assert!(text.contains(needle), "missing {needle:?}");
     }
     // The wire must never carry retired names.
-    for gone in [
-        "vllm:gpu_cache_usage_perc",
-        "vllm:time_per_output_token_seconds",
-        "prompt_tokens_recomputed",
-    ] {
+    for gone in ["vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds", "prompt_tokens_recomputed"] {
         assert!(!text.contains(gone), "{gone} present");
     }
     // Before any request only the HELP/TYPE of the labelled HTTP families exist.
-    let fresh = Simulator::new(
-        SimConfig {
-            concurrency: 0.0,
-            ..SimConfig::default()
-        },
-        T0,
-    )
-    .render_vllm();
+    let fresh = Simulator::new(SimConfig { concurrency: 0.0, ..SimConfig::default() }, T0).render_vllm();
     check_vllm_style(&fresh);
     assert!(fresh.contains("# TYPE http_requests_total counter\n# HELP http_request_size_bytes"));
     assert!(!fresh.contains("http_requests_created"));
@@ -563,10 +449,7 @@ fn vllm_exposition_matches_real_capture_style() {
 
 #[test]
 fn dcgm_exposition_matches_real_capture_style() {
-    let cfg = SimConfig {
-        gpu_count: 2,
-        ..SimConfig::default()
-    };
+    let cfg = SimConfig { gpu_count: 2, ..SimConfig::default() };
     let mut s = Simulator::new(cfg, T0);
     s.advance_to(T0 + 30.0);
     let text = s.render_dcgm();
@@ -575,34 +458,19 @@ fn dcgm_exposition_matches_real_capture_style() {
     assert_eq!(lines.len() % 4, 0);
     let mut fields = 0;
     for chunk in lines.chunks(4) {
-        let name = chunk[0]
-            .strip_prefix("# HELP ")
-            .unwrap()
-            .split(' ')
-            .next()
-            .unwrap();
+        let name = chunk[0].strip_prefix("# HELP ").unwrap().split(' ').next().unwrap();
         assert!(chunk[1].starts_with(&format!("# TYPE {name} ")));
         let typ = chunk[1].rsplit(' ').next().unwrap();
         assert!(typ == "gauge" || typ == "counter");
         assert!(!name.ends_with("_total") && !name.contains("_created"));
         for (i, l) in chunk[2..].iter().enumerate() {
-            assert!(
-                l.starts_with(&format!("{name}{{gpu=\"{i}\",UUID=\"GPU-")),
-                "{l}"
-            );
-            assert!(l.contains(&format!(
-                ",device=\"nvidia{i}\",modelName=\"NVIDIA A10G\",Hostname=\""
-            )));
+            assert!(l.starts_with(&format!("{name}{{gpu=\"{i}\",UUID=\"GPU-")), "{l}");
+            assert!(l.contains(&format!(",device=\"nvidia{i}\",modelName=\"NVIDIA A10G\",Hostname=\"")));
             assert!(l.contains(",container=\"\","));
-            assert!(l.ends_with(&format!(
-                "namespace=\"\",pod=\"\",pod_uid=\"\"}} {}",
-                l.rsplit(' ').next().unwrap()
-            )));
+            assert!(l.ends_with(&format!("namespace=\"\",pod=\"\",pod_uid=\"\"}} {}", l.rsplit(' ').next().unwrap())));
             assert!(!l.contains(", "), "no space after commas: {l}");
             let v = l.rsplit(' ').next().unwrap();
-            if name.starts_with("DCGM_FI_PROF_") && !name.contains("PCIE")
-                || name == "DCGM_FI_DEV_POWER_USAGE"
-            {
+            if name.starts_with("DCGM_FI_PROF_") && !name.contains("PCIE") || name == "DCGM_FI_DEV_POWER_USAGE" {
                 let (_, frac) = v.split_once('.').expect("%f value");
                 assert_eq!(frac.len(), 6, "{l}");
             } else {
@@ -625,10 +493,7 @@ fn dcgm_exposition_matches_real_capture_style() {
 }
 
 /// Plain HTTP/1.1 GET over a TCP stream; returns (status line, headers, body).
-async fn http_get(
-    addr: std::net::SocketAddr,
-    path: &str,
-) -> std::io::Result<(String, String, String)> {
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<(String, String, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await?;
     let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
@@ -638,28 +503,19 @@ async fn http_get(
     let text = String::from_utf8(buf).expect("utf-8 response");
     let (head, body) = text.split_once("\r\n\r\n").expect("header/body separator");
     let (status, headers) = head.split_once("\r\n").unwrap_or((head, ""));
-    Ok((
-        status.to_string(),
-        headers.to_ascii_lowercase(),
-        body.to_string(),
-    ))
+    Ok((status.to_string(), headers.to_ascii_lowercase(), body.to_string()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_answers_metrics_over_http() {
     let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let srv = infertel_simulator::serve(SimConfig::default(), any, any)
-        .await
-        .expect("bind");
+    let srv = infertel_simulator::serve(SimConfig::default(), any, any).await.expect("bind");
     assert_ne!(srv.vllm_addr.port(), 0);
     assert_ne!(srv.dcgm_addr.port(), srv.vllm_addr.port());
 
     let (status, headers, body) = http_get(srv.vllm_addr, "/metrics").await.unwrap();
     assert!(status.starts_with("HTTP/1.1 200"), "{status}");
-    assert!(
-        headers.contains("content-type: text/plain; version=0.0.4; charset=utf-8"),
-        "{headers}"
-    );
+    assert!(headers.contains("content-type: text/plain; version=0.0.4; charset=utf-8"), "{headers}");
     assert!(body.contains("# TYPE vllm:num_requests_running gauge"));
     // Body may be chunked; the checker works line by line on the exposition.
     if !headers.contains("transfer-encoding: chunked") {
@@ -683,24 +539,16 @@ async fn serve_answers_metrics_over_http() {
     let addr = srv.vllm_addr;
     srv.shutdown();
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    assert!(
-        http_get(addr, "/metrics").await.is_err(),
-        "still serving after shutdown"
-    );
+    assert!(http_get(addr, "/metrics").await.is_err(), "still serving after shutdown");
 }
 
 #[tokio::test]
 async fn dropping_the_server_stops_it() {
     let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let srv = infertel_simulator::serve(SimConfig::default(), any, any)
-        .await
-        .unwrap();
+    let srv = infertel_simulator::serve(SimConfig::default(), any, any).await.unwrap();
     let addr = srv.dcgm_addr;
     assert!(http_get(addr, "/metrics").await.is_ok());
     drop(srv);
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    assert!(
-        http_get(addr, "/metrics").await.is_err(),
-        "still serving after drop"
-    );
+    assert!(http_get(addr, "/metrics").await.is_err(), "still serving after drop");
 }

@@ -80,10 +80,7 @@ pub struct RecordInfo {
 impl RecordInfo {
     /// The position after this record (what to acknowledge).
     pub fn end(&self) -> Position {
-        Position {
-            seq: self.seq,
-            offset: self.offset + FRAME + self.len as u64,
-        }
+        Position { seq: self.seq, offset: self.offset + FRAME + self.len as u64 }
     }
 }
 
@@ -145,12 +142,7 @@ fn scan(seq: u64, data: &[u8]) -> (Vec<RecordInfo>, u64) {
         if crc32fast::hash(payload) != crc {
             break;
         }
-        records.push(RecordInfo {
-            seq,
-            offset: off as u64,
-            len: len as u32,
-            head: head_of(payload),
-        });
+        records.push(RecordInfo { seq, offset: off as u64, len: len as u32, head: head_of(payload) });
         off = start + len;
     }
     (records, off as u64)
@@ -160,11 +152,7 @@ impl Log {
     /// Opens (creating) the log in `dir`; fails if another process holds it.
     pub fn open(dir: &Path, opts: Options) -> io::Result<(Log, Recovery)> {
         std::fs::create_dir_all(dir)?;
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join("LOCK"))?;
+        let lock = OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("LOCK"))?;
         match lock.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
@@ -208,22 +196,14 @@ impl Log {
                 f.sync_all()?;
             }
             bytes += good;
-            segments.push_back(Segment {
-                seq,
-                size: good,
-                records,
-            });
+            segments.push_back(Segment { seq, size: good, records });
         }
         // The cursor: the first record at or after the acknowledgement.
         let mut cursor = (acked.seq, 0);
         if let Some(first) = segments.front() {
             cursor = (first.seq, 0);
             if first.seq == acked.seq {
-                cursor.1 = first
-                    .records
-                    .iter()
-                    .position(|r| r.offset >= acked.offset)
-                    .unwrap_or(first.records.len());
+                cursor.1 = first.records.iter().position(|r| r.offset >= acked.offset).unwrap_or(first.records.len());
             }
         }
         let log = Log {
@@ -250,10 +230,7 @@ impl Log {
     /// within `max_bytes`, oldest first.
     pub fn append(&mut self, payload: &[u8]) -> io::Result<Vec<RecordInfo>> {
         if payload.len() > MAX_RECORD {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "record too large",
-            ));
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "record too large"));
         }
         let need = FRAME + payload.len() as u64;
         let rotate = match self.segments.back() {
@@ -261,30 +238,17 @@ impl Log {
             Some(s) => s.size > 0 && s.size + need > self.opts.segment_bytes,
         };
         if rotate {
-            let seq = self
-                .segments
-                .back()
-                .map(|s| s.seq + 1)
-                .unwrap_or(self.acked.seq.max(1));
-            let f = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(self.dir.join(seg_name(seq)))?;
+            let seq = self.segments.back().map(|s| s.seq + 1).unwrap_or(self.acked.seq.max(1));
+            let f = OpenOptions::new().create(true).append(true).open(self.dir.join(seg_name(seq)))?;
             if self.opts.fsync {
                 sync_dir(&self.dir);
             }
-            self.segments.push_back(Segment {
-                seq,
-                size: 0,
-                records: Vec::new(),
-            });
+            self.segments.push_back(Segment { seq, size: 0, records: Vec::new() });
             self.writer = Some((seq, f));
         }
         let back_seq = self.segments.back().map(|s| s.seq).unwrap_or_default();
         if self.writer.as_ref().is_none_or(|(s, _)| *s != back_seq) {
-            let f = OpenOptions::new()
-                .append(true)
-                .open(self.dir.join(seg_name(back_seq)))?;
+            let f = OpenOptions::new().append(true).open(self.dir.join(seg_name(back_seq)))?;
             self.writer = Some((back_seq, f));
         }
         let mut frame = Vec::with_capacity(need as usize);
@@ -310,8 +274,7 @@ impl Log {
 
     fn enforce_budget(&mut self) -> io::Result<Vec<RecordInfo>> {
         let mut evicted = Vec::new();
-        while self.opts.max_bytes > 0 && self.bytes > self.opts.max_bytes && self.segments.len() > 1
-        {
+        while self.opts.max_bytes > 0 && self.bytes > self.opts.max_bytes && self.segments.len() > 1 {
             let seg = self.segments.pop_front().expect("segment");
             let first_unread = match seg.seq.cmp(&self.cursor.0) {
                 std::cmp::Ordering::Less => seg.records.len(),
@@ -320,10 +283,7 @@ impl Log {
             };
             evicted.extend_from_slice(&seg.records[first_unread.min(seg.records.len())..]);
             if self.cursor.0 <= seg.seq {
-                self.cursor = (
-                    self.segments.front().map(|s| s.seq).unwrap_or(seg.seq + 1),
-                    0,
-                );
+                self.cursor = (self.segments.front().map(|s| s.seq).unwrap_or(seg.seq + 1), 0);
             }
             if self.reader.as_ref().is_some_and(|(s, _)| *s == seg.seq) {
                 self.reader = None;
@@ -392,10 +352,7 @@ impl Log {
         self.acked = pos;
         write_ack(&self.dir, pos, self.opts.fsync)?;
         while self.segments.len() > 1
-            && self
-                .segments
-                .front()
-                .is_some_and(|s| s.seq < pos.seq || (s.seq == pos.seq && pos.offset >= s.size))
+            && self.segments.front().is_some_and(|s| s.seq < pos.seq || (s.seq == pos.seq && pos.offset >= s.size))
         {
             let seg = self.segments.pop_front().expect("segment");
             if self.reader.as_ref().is_some_and(|(s, _)| *s == seg.seq) {
@@ -412,13 +369,9 @@ impl Log {
     pub fn rewind(&mut self) {
         let acked = self.acked;
         self.cursor = match self.segments.iter().find(|s| s.seq >= acked.seq) {
-            Some(s) if s.seq == acked.seq => (
-                s.seq,
-                s.records
-                    .iter()
-                    .position(|r| r.offset >= acked.offset)
-                    .unwrap_or(s.records.len()),
-            ),
+            Some(s) if s.seq == acked.seq => {
+                (s.seq, s.records.iter().position(|r| r.offset >= acked.offset).unwrap_or(s.records.len()))
+            }
             Some(s) => (s.seq, 0),
             None => self.cursor,
         };
@@ -437,13 +390,10 @@ impl Log {
     /// The records after the cursor, oldest first.
     pub fn unread(&self) -> impl Iterator<Item = &RecordInfo> {
         let cursor = self.cursor;
-        self.segments
-            .iter()
-            .filter(move |s| s.seq >= cursor.0)
-            .flat_map(move |s| {
-                let from = if s.seq == cursor.0 { cursor.1 } else { 0 };
-                s.records[from.min(s.records.len())..].iter()
-            })
+        self.segments.iter().filter(move |s| s.seq >= cursor.0).flat_map(move |s| {
+            let from = if s.seq == cursor.0 { cursor.1 } else { 0 };
+            s.records[from.min(s.records.len())..].iter()
+        })
     }
 
     /// The records after the acknowledgement (unread or in flight), oldest first.

@@ -1,11 +1,7 @@
 use super::*;
 
 fn opts(segment_bytes: u64, max_bytes: u64) -> Options {
-    Options {
-        segment_bytes,
-        max_bytes,
-        fsync: false,
-    }
+    Options { segment_bytes, max_bytes, fsync: false }
 }
 
 fn rec(i: u32, size: usize) -> Vec<u8> {
@@ -64,11 +60,7 @@ fn only_unacknowledged_records_are_replayed() {
             log.append(&rec(i, 40)).unwrap();
         }
         let got = log.read(120, |_, _| true).unwrap();
-        assert_eq!(
-            got.iter().map(|(_, p)| id(p)).collect::<Vec<_>>(),
-            [0, 1, 2],
-            "read stops at max_bytes"
-        );
+        assert_eq!(got.iter().map(|(_, p)| id(p)).collect::<Vec<_>>(), [0, 1, 2], "read stops at max_bytes");
         log.ack(got.last().unwrap().0.end()).unwrap();
         // Read but not acknowledged: in flight at the "crash".
         let inflight = log.read(80, |_, _| true).unwrap();
@@ -90,16 +82,9 @@ fn acknowledged_segments_are_deleted() {
     assert!(n >= 5);
     let got = log.read(1 << 20, |_, _| true).unwrap();
     log.ack(got.last().unwrap().0.end()).unwrap();
-    assert_eq!(
-        segs(d.path()).len(),
-        1,
-        "all but the newest segment deleted"
-    );
+    assert_eq!(segs(d.path()).len(), 1, "all but the newest segment deleted");
     assert_eq!(log.unacked().count(), 0);
-    assert_eq!(
-        log.bytes(),
-        std::fs::metadata(&segs(d.path())[0]).unwrap().len()
-    );
+    assert_eq!(log.bytes(), std::fs::metadata(&segs(d.path())[0]).unwrap().len());
 }
 
 #[test]
@@ -119,14 +104,7 @@ fn torn_tail_is_truncated_at_the_last_good_record() {
     f.write_all(&[1, 2, 3, 4, 5, 6, 7]).unwrap();
     drop(f);
     let (mut log, r) = Log::open(d.path(), opts(1 << 20, 0)).unwrap();
-    assert_eq!(
-        r,
-        Recovery {
-            records: 5,
-            truncated_bytes: 11,
-            truncated_segments: 1
-        }
-    );
+    assert_eq!(r, Recovery { records: 5, truncated_bytes: 11, truncated_segments: 1 });
     assert_eq!(std::fs::metadata(&seg).unwrap().len(), good);
     // Appends after recovery land after the last good record.
     log.append(&rec(5, 30)).unwrap();
@@ -166,11 +144,7 @@ fn over_budget_drops_the_oldest_unread_records_and_reports_them() {
         for r in log.append(&rec(i, 42)).unwrap() {
             dropped.push(id(&r.head));
         }
-        assert!(
-            log.bytes() <= 300 + 100,
-            "within budget plus one segment: {}",
-            log.bytes()
-        );
+        assert!(log.bytes() <= 300 + 100, "within budget plus one segment: {}", log.bytes());
     }
     let left = read_all(&mut log);
     // Every record is either dropped (reported) or still readable; oldest dropped first.
@@ -196,11 +170,7 @@ fn records_in_flight_are_not_reported_as_dropped() {
     let mut all = vec![0, 1];
     all.extend(&dropped);
     all.extend(&left);
-    assert_eq!(
-        all,
-        (0..10).collect::<Vec<_>>(),
-        "in flight {{0,1}}, dropped {dropped:?}, left {left:?}"
-    );
+    assert_eq!(all, (0..10).collect::<Vec<_>>(), "in flight {{0,1}}, dropped {dropped:?}, left {left:?}");
     // Acknowledging the in-flight records after their segment went is fine.
     log.ack(inflight.last().unwrap().0.end()).unwrap();
 }
@@ -255,9 +225,6 @@ fn corrupt_ack_file_replays_everything() {
     }
     std::fs::write(d.path().join("ack"), b"garbage").unwrap();
     let (mut log, r) = Log::open(d.path(), opts(1 << 20, 0)).unwrap();
-    assert_eq!(
-        r.records, 3,
-        "at-least-once: a bad ack replays more, never less"
-    );
+    assert_eq!(r.records, 3, "at-least-once: a bad ack replays more, never less");
     assert_eq!(read_all(&mut log), [0, 1, 2]);
 }

@@ -46,11 +46,7 @@ pub async fn check(log: &LogArgs, path: &Path) -> u8 {
         .collect();
     let head = ["EXPORTER", "ENDPOINT", "VERDICT", "RESULT", "WHAT TO CHECK"];
     let mut w = [0usize; 4];
-    for r in rows
-        .iter()
-        .map(|r| r.each_ref().map(|s| s.as_str()))
-        .chain(std::iter::once(head))
-    {
+    for r in rows.iter().map(|r| r.each_ref().map(|s| s.as_str())).chain(std::iter::once(head)) {
         for i in 0..4 {
             w[i] = w[i].max(r[i].chars().count());
         }
@@ -88,16 +84,10 @@ pub async fn check(log: &LogArgs, path: &Path) -> u8 {
     }
     let bad = probes.iter().filter(|p| !p.result.is_ok()).count();
     if bad == 0 {
-        println!(
-            "all {} exporter endpoints are reachable and authorized",
-            probes.len()
-        );
+        println!("all {} exporter endpoints are reachable and authorized", probes.len());
         exit::OK
     } else {
-        println!(
-            "{bad} of {} exporter endpoints are not reachable and authorized",
-            probes.len()
-        );
+        println!("{bad} of {} exporter endpoints are not reachable and authorized", probes.len());
         exit::FAILURE
     }
 }

@@ -5,10 +5,10 @@
 
 use crate::cli::LogArgs;
 use crate::exit;
-use infertel_model::{is_stale_nan, Batch};
+use infertel_model::{Batch, is_stale_nan};
 use infertel_pipeline::config::duration::parse_duration;
 use infertel_pipeline::{BoxFuture, Consumer, Service, Telemetry};
-use infertel_simulator::{serve, SimConfig};
+use infertel_simulator::{SimConfig, serve};
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};
@@ -66,13 +66,16 @@ impl Consumer for Tap {
             }
             v.series_seen.insert(s.labels.stable_hash());
             let name = s.labels.metric_name();
-            let key = || (s.labels.get("job").unwrap_or("").to_string(), s.labels.get("instance").unwrap_or("").to_string());
+            let key =
+                || (s.labels.get("job").unwrap_or("").to_string(), s.labels.get("instance").unwrap_or("").to_string());
             match name {
                 "up" => v.targets.entry(key()).or_default().up = p.value,
                 "scrape_duration_seconds" => v.targets.entry(key()).or_default().duration = p.value,
                 "scrape_samples_scraped" => v.targets.entry(key()).or_default().samples = p.value,
                 n if SHOWN.contains(&n) => {
-                    let e = sums.entry(SHOWN[SHOWN.iter().position(|x| *x == n).unwrap_or(0)]).or_insert((p.timestamp_ms, 0.0));
+                    let e = sums
+                        .entry(SHOWN[SHOWN.iter().position(|x| *x == n).unwrap_or(0)])
+                        .or_insert((p.timestamp_ms, 0.0));
                     e.1 += p.value;
                 }
                 _ => {}
@@ -113,7 +116,10 @@ fn fmt_opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
 
 fn render(v: &View, elapsed: Duration, rate: f64, telemetry_addr: &str) -> String {
     let mut s = String::new();
-    s.push_str(&format!("infertel demo — simulated vLLM + dcgm-exporter on loopback — {:.0}s — Ctrl-C to stop\n\n", elapsed.as_secs_f64()));
+    s.push_str(&format!(
+        "infertel demo — simulated vLLM + dcgm-exporter on loopback — {:.0}s — Ctrl-C to stop\n\n",
+        elapsed.as_secs_f64()
+    ));
     s.push_str("TARGETS\n");
     s.push_str(&format!("  {:<6} {:<22} {:<5} {:>10} {:>9}\n", "job", "instance", "up", "scrape", "samples"));
     for ((job, inst), t) in &v.targets {
@@ -126,7 +132,12 @@ fn render(v: &View, elapsed: Duration, rate: f64, telemetry_addr: &str) -> Strin
             t.samples
         ));
     }
-    s.push_str(&format!("\nFLOW\n  series seen {}   samples total {}   samples/s {:.0}\n", v.series_seen.len(), v.samples_total, rate));
+    s.push_str(&format!(
+        "\nFLOW\n  series seen {}   samples total {}   samples/s {:.0}\n",
+        v.series_seen.len(),
+        v.samples_total,
+        rate
+    ));
     let hit = match (v.delta("vllm:prefix_cache_hits_total"), v.delta("vllm:prefix_cache_queries_total")) {
         (Some(h), Some(q)) if q > 0.0 => Some(h / q),
         _ => None,
@@ -136,15 +147,36 @@ fn render(v: &View, elapsed: Duration, rate: f64, telemetry_addr: &str) -> Strin
         _ => None,
     };
     s.push_str("\nLIVE VALUES\n");
-    s.push_str(&format!("  vllm:num_requests_running      {}\n", fmt_opt(v.last("vllm:num_requests_running"), |x| format!("{x:.0}"))));
-    s.push_str(&format!("  vllm:num_requests_waiting      {}\n", fmt_opt(v.last("vllm:num_requests_waiting"), |x| format!("{x:.0}"))));
-    s.push_str(&format!("  vllm:kv_cache_usage_perc       {}  (KV block pool, not VRAM)\n", fmt_opt(v.last("vllm:kv_cache_usage_perc"), |x| format!("{:.1}%", x * 100.0))));
-    s.push_str(&format!("  generation tokens/s            {}\n", fmt_opt(v.rate("vllm:generation_tokens_total"), |x| format!("{x:.1}"))));
+    s.push_str(&format!(
+        "  vllm:num_requests_running      {}\n",
+        fmt_opt(v.last("vllm:num_requests_running"), |x| format!("{x:.0}"))
+    ));
+    s.push_str(&format!(
+        "  vllm:num_requests_waiting      {}\n",
+        fmt_opt(v.last("vllm:num_requests_waiting"), |x| format!("{x:.0}"))
+    ));
+    s.push_str(&format!(
+        "  vllm:kv_cache_usage_perc       {}  (KV block pool, not VRAM)\n",
+        fmt_opt(v.last("vllm:kv_cache_usage_perc"), |x| format!("{:.1}%", x * 100.0))
+    ));
+    s.push_str(&format!(
+        "  generation tokens/s            {}\n",
+        fmt_opt(v.rate("vllm:generation_tokens_total"), |x| format!("{x:.1}"))
+    ));
     s.push_str(&format!("  prefix cache hit ratio         {}\n", fmt_opt(hit, |x| format!("{:.1}%", x * 100.0))));
-    s.push_str(&format!("  DCGM_FI_DEV_GPU_UTIL           {}  (busy, not efficient)\n", fmt_opt(v.last("DCGM_FI_DEV_GPU_UTIL"), |x| format!("{x:.0}%"))));
-    s.push_str(&format!("  DCGM_FI_PROF_PIPE_TENSOR_ACTIVE {}\n", fmt_opt(v.last("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"), |x| format!("{x:.3}"))));
+    s.push_str(&format!(
+        "  DCGM_FI_DEV_GPU_UTIL           {}  (busy, not efficient)\n",
+        fmt_opt(v.last("DCGM_FI_DEV_GPU_UTIL"), |x| format!("{x:.0}%"))
+    ));
+    s.push_str(&format!(
+        "  DCGM_FI_PROF_PIPE_TENSOR_ACTIVE {}\n",
+        fmt_opt(v.last("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"), |x| format!("{x:.3}"))
+    ));
     s.push_str(&format!("  VRAM used (FB_USED/(USED+FREE)) {}\n", fmt_opt(vram, |x| format!("{:.1}%", x * 100.0))));
-    s.push_str(&format!("  DCGM_FI_DEV_POWER_USAGE        {}\n", fmt_opt(v.last("DCGM_FI_DEV_POWER_USAGE"), |x| format!("{x:.0} W"))));
+    s.push_str(&format!(
+        "  DCGM_FI_DEV_POWER_USAGE        {}\n",
+        fmt_opt(v.last("DCGM_FI_DEV_POWER_USAGE"), |x| format!("{x:.0} W"))
+    ));
     s.push_str(&format!("\nagent self-metrics: http://{telemetry_addr}/metrics\n"));
     s
 }

@@ -2,16 +2,16 @@
 
 mod check;
 mod demo;
-mod report;
 mod names;
+mod report;
 mod run;
 mod simulate;
 mod validate;
 
 use crate::cli::{Cli, Command};
 use crate::exit;
-use infertel_pipeline::config::Loaded;
 use infertel_pipeline::ConfigIssue;
+use infertel_pipeline::config::Loaded;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -28,13 +28,16 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Validate { config } => validate::validate(&cli.log, &config),
         Command::Check { config } => rt.block_on(check::check(&cli.log, &config)),
         Command::Names { config, target } => rt.block_on(names::names(&cli.log, &config, target.as_deref())),
-        Command::Demo { duration, concurrency, interval } => rt.block_on(demo::demo(&cli.log, duration, concurrency, interval)),
+        Command::Demo { duration, concurrency, interval } => {
+            rt.block_on(demo::demo(&cli.log, duration, concurrency, interval))
+        }
         Command::Simulate { vllm, dcgm, concurrency, capacity, model, seed, workload } => {
             rt.block_on(simulate::simulate(&cli.log, vllm, dcgm, concurrency, capacity, model, seed, workload))
         }
-        Command::Report { config, urls, window, interval, format, replay, record } => {
-            rt.block_on(report::report(&cli.log, report::ReportArgs { config, urls, window, interval, format, replay, record }))
-        }
+        Command::Report { config, urls, window, interval, format, replay, record } => rt.block_on(report::report(
+            &cli.log,
+            report::ReportArgs { config, urls, window, interval, format, replay, record },
+        )),
     };
     // Don't wait for blocking tasks (stdin readers, DNS) on the way out.
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
@@ -70,7 +73,11 @@ pub fn load_text(origin: &str, text: &str) -> Result<Loaded, u8> {
             print_issues("warning", &refused.warnings);
             let errors = refused.errors;
             print_issues("error", &errors);
-            eprintln!("{origin}: invalid configuration ({} error{})", errors.len(), if errors.len() == 1 { "" } else { "s" });
+            eprintln!(
+                "{origin}: invalid configuration ({} error{})",
+                errors.len(),
+                if errors.len() == 1 { "" } else { "s" }
+            );
             Err(exit::CONFIG)
         }
     }
@@ -80,7 +87,7 @@ pub fn load_text(origin: &str, text: &str) -> Result<Loaded, u8> {
 pub async fn shutdown_signal() {
     #[cfg(unix)]
     {
-        use tokio::signal::unix::{signal, SignalKind};
+        use tokio::signal::unix::{SignalKind, signal};
         match signal(SignalKind::terminate()) {
             Ok(mut term) => {
                 tokio::select! {

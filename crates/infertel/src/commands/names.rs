@@ -27,10 +27,8 @@ struct Scraped {
 
 async fn fetch(src: &str) -> Result<(Vec<u8>, Option<String>), String> {
     if src.starts_with("http://") || src.starts_with("https://") {
-        let client = infertel_pipeline::http::build_client(
-            &Default::default(),
-            Some(std::time::Duration::from_secs(10)),
-        )?;
+        let client =
+            infertel_pipeline::http::build_client(&Default::default(), Some(std::time::Duration::from_secs(10)))?;
         let resp = client
             .get(src)
             .header("Accept", "text/plain;version=0.0.4;q=1,*/*;q=0.1")
@@ -40,24 +38,17 @@ async fn fetch(src: &str) -> Result<(Vec<u8>, Option<String>), String> {
         if !resp.status().is_success() {
             return Err(format!("{src}: HTTP {}", resp.status()));
         }
-        let ct = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .map(String::from);
+        let ct = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).map(String::from);
         let body = resp.bytes().await.map_err(|e| format!("{src}: {e}"))?;
         Ok((body.to_vec(), ct))
     } else {
-        std::fs::read(src)
-            .map(|b| (b, None))
-            .map_err(|e| format!("{src}: {e}"))
+        std::fs::read(src).map(|b| (b, None)).map_err(|e| format!("{src}: {e}"))
     }
 }
 
 fn digest(source: String, body: &[u8], ct: Option<&str>) -> Result<Scraped, String> {
     let format = infertel_exposition::Format::from_content_type(ct);
-    let exp = infertel_exposition::parse(body, format)
-        .map_err(|e| format!("{source}: parse error: {e}"))?;
+    let exp = infertel_exposition::parse(body, format).map_err(|e| format!("{source}: parse error: {e}"))?;
     let mut series: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for s in &exp.samples {
         let e = series.entry(s.name.to_string()).or_default();
@@ -81,27 +72,17 @@ fn digest(source: String, body: &[u8], ct: Option<&str>) -> Result<Scraped, Stri
         .collect();
     let mut store = MetadataStore::default();
     store.update(&md);
-    Ok(Scraped {
-        source,
-        series,
-        store,
-    })
+    Ok(Scraped { source, series, store })
 }
 
 /// Elasticsearch's remote-write endpoint infers counters from these
 /// case-sensitive suffixes only.
 fn es_counter_suffix(name: &str) -> bool {
-    ["_total", "_sum", "_count", "_bucket"]
-        .iter()
-        .any(|s| name.ends_with(s))
+    ["_total", "_sum", "_count", "_bucket"].iter().any(|s| name.ends_with(s))
 }
 
 fn labels(v: &[String]) -> String {
-    if v.is_empty() {
-        "-".into()
-    } else {
-        v.join(",")
-    }
+    if v.is_empty() { "-".into() } else { v.join(",") }
 }
 
 pub async fn names(log: &LogArgs, path: &Path, target: Option<&str>) -> u8 {
@@ -120,11 +101,7 @@ pub async fn names(log: &LogArgs, path: &Path, target: Option<&str>) -> u8 {
                 for sc in &p.config.scrape_configs {
                     for st in &sc.static_configs {
                         for t in &st.targets {
-                            let scheme = if sc.scheme.is_empty() {
-                                "http"
-                            } else {
-                                sc.scheme.as_str()
-                            };
+                            let scheme = if sc.scheme.is_empty() { "http" } else { sc.scheme.as_str() };
                             sources.push(format!("{scheme}://{t}{}", sc.metrics_path));
                         }
                     }
@@ -138,10 +115,7 @@ pub async fn names(log: &LogArgs, path: &Path, target: Option<&str>) -> u8 {
     }
     let mut scraped = Vec::new();
     for s in sources {
-        match fetch(&s)
-            .await
-            .and_then(|(b, ct)| digest(s.clone(), &b, ct.as_deref()))
-        {
+        match fetch(&s).await.and_then(|(b, ct)| digest(s.clone(), &b, ct.as_deref())) {
             Ok(x) => scraped.push(x),
             Err(e) => {
                 eprintln!("error: {e}");
@@ -158,10 +132,7 @@ pub async fn names(log: &LogArgs, path: &Path, target: Option<&str>) -> u8 {
                 .is_some_and(|c| matches!(c, ProcessorConfig::PreserveNames(_)))
         });
         for e in &p.exporters {
-            let Some(ec) = ComponentId::parse(e)
-                .ok()
-                .and_then(|id| cfg.exporters.get(&id))
-            else {
+            let Some(ec) = ComponentId::parse(e).ok().and_then(|id| cfg.exporters.get(&id)) else {
                 continue;
             };
             for sc in &scraped {
@@ -172,13 +143,8 @@ pub async fn names(log: &LogArgs, path: &Path, target: Option<&str>) -> u8 {
                             ExporterConfig::OtlpHttp(c) => c.trim_metric_suffixes,
                             _ => false,
                         };
-                        let naming = if preserve {
-                            Naming::Preserve
-                        } else {
-                            Naming::Otel
-                        };
-                        let mut out: BTreeMap<String, (String, BTreeSet<String>, Vec<String>)> =
-                            BTreeMap::new();
+                        let naming = if preserve { Naming::Preserve } else { Naming::Otel };
+                        let mut out: BTreeMap<String, (String, BTreeSet<String>, Vec<String>)> = BTreeMap::new();
                         for (name, ls) in &sc.series {
                             let l: Vec<&str> = ls.iter().map(String::as_str).collect();
                             let mut pl = plan(&sc.store, naming, trim, name, &l);
@@ -187,12 +153,11 @@ pub async fn names(log: &LogArgs, path: &Path, target: Option<&str>) -> u8 {
                             if matches!(pl.otlp_type.as_str(), "histogram" | "summary")
                                 && !sc.series.contains_key(&format!("{fam}_count"))
                             {
-                                pl.otlp_type =
-                                    format!("dropped: {} without {fam}_count", pl.otlp_type);
+                                pl.otlp_type = format!("dropped: {} without {fam}_count", pl.otlp_type);
                             }
-                            let e = out.entry(pl.name.clone()).or_insert_with(|| {
-                                (pl.otlp_type.clone(), BTreeSet::new(), pl.resource.clone())
-                            });
+                            let e = out
+                                .entry(pl.name.clone())
+                                .or_insert_with(|| (pl.otlp_type.clone(), BTreeSet::new(), pl.resource.clone()));
                             e.1.extend(pl.attributes);
                             if pl.otlp_type.starts_with("dropped") {
                                 e.0 = pl.otlp_type;
@@ -227,12 +192,7 @@ pub async fn names(log: &LogArgs, path: &Path, target: Option<&str>) -> u8 {
                             .iter()
                             .map(|(n, ls)| {
                                 let c = sc.store.classify(n);
-                                (
-                                    n.clone(),
-                                    c.kind.as_str().to_string(),
-                                    String::new(),
-                                    ls.iter().cloned().collect(),
-                                )
+                                (n.clone(), c.kind.as_str().to_string(), String::new(), ls.iter().cloned().collect())
                             })
                             .collect();
                         ("Prometheus names as scraped", rows)
@@ -244,23 +204,19 @@ pub async fn names(log: &LogArgs, path: &Path, target: Option<&str>) -> u8 {
                     println!(
                         "  {name:<w$}  {t:<16} labels: {}{}",
                         labels(attrs),
-                        if extra.is_empty() {
-                            String::new()
-                        } else {
-                            format!("  {extra}")
-                        }
+                        if extra.is_empty() { String::new() } else { format!("  {extra}") }
                     );
                 }
-                if let ExporterConfig::PrometheusRemoteWrite(rw) = ec {
-                    if rw.endpoint.contains("/_prometheus/") {
-                        for (name, _, _, _) in &rows {
-                            let c = sc.store.classify(name);
-                            if c.kind == MetricType::Counter && !es_counter_suffix(name) {
-                                warnings += 1;
-                                println!(
-                                    "  warning: {name} is a counter, but Elasticsearch's remote-write endpoint types series only by a case-sensitive _total/_sum/_count/_bucket suffix: it will be stored as a gauge (rate() and counter-reset handling will not apply). Send it over OTLP, or rename it with metric_relabel_configs."
-                                );
-                            }
+                if let ExporterConfig::PrometheusRemoteWrite(rw) = ec
+                    && rw.endpoint.contains("/_prometheus/")
+                {
+                    for (name, _, _, _) in &rows {
+                        let c = sc.store.classify(name);
+                        if c.kind == MetricType::Counter && !es_counter_suffix(name) {
+                            warnings += 1;
+                            println!(
+                                "  warning: {name} is a counter, but Elasticsearch's remote-write endpoint types series only by a case-sensitive _total/_sum/_count/_bucket suffix: it will be stored as a gauge (rate() and counter-reset handling will not apply). Send it over OTLP, or rename it with metric_relabel_configs."
+                            );
                         }
                     }
                 }

@@ -37,11 +37,7 @@ struct Target {
 
 fn parse_ts(stem: &str) -> Option<i64> {
     let v: f64 = stem.parse().ok()?;
-    Some(if v > 1e11 {
-        v as i64
-    } else {
-        (v * 1000.0).round() as i64
-    })
+    Some(if v > 1e11 { v as i64 } else { (v * 1000.0).round() as i64 })
 }
 
 /// (job, timestamp ms, body) of every recorded scrape, oldest first.
@@ -52,10 +48,8 @@ fn read_replay(dir: &Path) -> Result<Vec<(String, i64, String)>, String> {
             let p = e.map_err(|e| e.to_string())?.path();
             if p.extension().is_some_and(|x| x == "prom") {
                 let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
-                let ts = parse_ts(stem)
-                    .ok_or_else(|| format!("{}: name it <unix seconds>.prom", p.display()))?;
-                let body =
-                    std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+                let ts = parse_ts(stem).ok_or_else(|| format!("{}: name it <unix seconds>.prom", p.display()))?;
+                let body = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
                 out.push((job.to_string(), ts, body));
             }
         }
@@ -69,11 +63,7 @@ fn read_replay(dir: &Path) -> Result<Vec<(String, i64, String)>, String> {
         .collect();
     subdirs.sort();
     for d in subdirs {
-        let job = d
-            .file_name()
-            .and_then(|s| s.to_str())
-            .unwrap_or("replay")
-            .to_string();
+        let job = d.file_name().and_then(|s| s.to_str()).unwrap_or("replay").to_string();
         visit(&job, &d)?;
     }
     out.sort_by_key(|(j, t, _)| (*t, j.clone()));
@@ -83,9 +73,7 @@ fn read_replay(dir: &Path) -> Result<Vec<(String, i64, String)>, String> {
     Ok(out)
 }
 
-fn targets_from_config(
-    path: &Path,
-) -> Result<(Vec<Target>, Option<Settings>, Option<Duration>), u8> {
+fn targets_from_config(path: &Path) -> Result<(Vec<Target>, Option<Settings>, Option<Duration>), u8> {
     let loaded = super::load_file(path)?;
     let mut targets = Vec::new();
     let mut interval = None;
@@ -93,16 +81,8 @@ fn targets_from_config(
         let ReceiverConfig::Prometheus(p) = rc;
         interval.get_or_insert(p.config.global.scrape_interval.get());
         for sc in &p.config.scrape_configs {
-            let scheme = if sc.scheme.is_empty() {
-                "http"
-            } else {
-                sc.scheme.as_str()
-            };
-            let mpath = if sc.metrics_path.is_empty() {
-                "/metrics"
-            } else {
-                sc.metrics_path.as_str()
-            };
+            let scheme = if sc.scheme.is_empty() { "http" } else { sc.scheme.as_str() };
+            let mpath = if sc.metrics_path.is_empty() { "/metrics" } else { sc.metrics_path.as_str() };
             for st in &sc.static_configs {
                 for t in &st.targets {
                     targets.push(Target {
@@ -114,15 +94,10 @@ fn targets_from_config(
             }
         }
     }
-    let settings = loaded
-        .config
-        .processors
-        .0
-        .iter()
-        .find_map(|(_, p)| match p {
-            ProcessorConfig::Inference(c) => Some(c.settings()),
-            _ => None,
-        });
+    let settings = loaded.config.processors.0.iter().find_map(|(_, p)| match p {
+        ProcessorConfig::Inference(c) => Some(c.settings()),
+        _ => None,
+    });
     Ok((targets, settings, interval))
 }
 
@@ -130,18 +105,11 @@ fn target_from_url(u: &str) -> Target {
     let rest = u.split("://").nth(1).unwrap_or(u);
     let instance = rest.split('/').next().unwrap_or(rest).to_string();
     // The job is named after what the first scrape shows (vllm or dcgm).
-    Target {
-        job: String::new(),
-        instance,
-        url: u.to_string(),
-    }
+    Target { job: String::new(), instance, url: u.to_string() }
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 fn progress(done: Duration, total: Duration) {
@@ -233,10 +201,7 @@ pub async fn report(log: &LogArgs, a: ReportArgs) -> u8 {
         if interval > window / 2 {
             interval = window / 2;
         }
-        let client = match infertel_pipeline::http::build_client(
-            &Default::default(),
-            Some(Duration::from_secs(10)),
-        ) {
+        let client = match infertel_pipeline::http::build_client(&Default::default(), Some(Duration::from_secs(10))) {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -250,12 +215,7 @@ pub async fn report(log: &LogArgs, a: ReportArgs) -> u8 {
         loop {
             let ts = now_ms();
             for t in targets.iter_mut() {
-                match client
-                    .get(&t.url)
-                    .send()
-                    .await
-                    .and_then(|r| r.error_for_status())
-                {
+                match client.get(&t.url).send().await.and_then(|r| r.error_for_status()) {
                     Ok(r) => match r.text().await {
                         Ok(body) => {
                             if t.job.is_empty() {
@@ -264,10 +224,7 @@ pub async fn report(log: &LogArgs, a: ReportArgs) -> u8 {
                             if let Some(dir) = &a.record {
                                 let d = dir.join(&t.job);
                                 let _ = std::fs::create_dir_all(&d);
-                                let _ = std::fs::write(
-                                    d.join(format!("{:.3}.prom", ts as f64 / 1000.0)),
-                                    &body,
-                                );
+                                let _ = std::fs::write(d.join(format!("{:.3}.prom", ts as f64 / 1000.0)), &body);
                             }
                             match series_from_text(&body, ts, &t.job, &t.instance) {
                                 Ok(s) => {
@@ -278,11 +235,7 @@ pub async fn report(log: &LogArgs, a: ReportArgs) -> u8 {
                         }
                         Err(e) => eprintln!("\nwarning: {}: {e}", t.url),
                     },
-                    Err(e) => eprintln!(
-                        "\nwarning: {}: {}",
-                        t.url,
-                        infertel_pipeline::http::describe_error(&e)
-                    ),
+                    Err(e) => eprintln!("\nwarning: {}: {}", t.url, infertel_pipeline::http::describe_error(&e)),
                 }
             }
             last = ts;

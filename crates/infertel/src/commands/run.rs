@@ -63,10 +63,7 @@ pub async fn run(log: &LogArgs, path: &Path, watch_config: bool) -> u8 {
         // The final export is bounded by the exporters' own timeouts; do not
         // hang on a backend that accepts the connection and never answers.
         let flush = tokio::task::spawn_blocking(move || s.shutdown());
-        if tokio::time::timeout(std::time::Duration::from_secs(15), flush)
-            .await
-            .is_err()
-        {
+        if tokio::time::timeout(std::time::Duration::from_secs(15), flush).await.is_err() {
             tracing::warn!("self-metrics OTLP flush did not finish within 15s; exiting");
         }
     }
@@ -126,16 +123,10 @@ async fn serve_reloading(service: Service, reload: Option<(&Path, bool)>) -> u8 
     }
     let telemetry = service.telemetry().clone();
     let server = listener.map(|l| Service::serve_telemetry(l, telemetry.clone()));
-    let reloads_ok = telemetry.counter(
-        "infertel_config_reloads_total",
-        "Config reloads, by result.",
-        &[("result", "success")],
-    );
-    let reloads_failed = telemetry.counter(
-        "infertel_config_reloads_total",
-        "Config reloads, by result.",
-        &[("result", "failure")],
-    );
+    let reloads_ok =
+        telemetry.counter("infertel_config_reloads_total", "Config reloads, by result.", &[("result", "success")]);
+    let reloads_failed =
+        telemetry.counter("infertel_config_reloads_total", "Config reloads, by result.", &[("result", "failure")]);
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "infertel started");
     let (mut tx, rx) = watch::channel(false);
     let mut task = tokio::spawn(service.run(None, rx));
@@ -154,10 +145,7 @@ async fn serve_reloading(service: Service, reload: Option<(&Path, bool)>) -> u8 
             Ok(t) => t,
             Err(e) => {
                 reloads_failed.inc();
-                tracing::error!(
-                    "reload refused, keeping the running config: cannot read {}: {e}",
-                    path.display()
-                );
+                tracing::error!("reload refused, keeping the running config: cannot read {}: {e}", path.display());
                 continue;
             }
         };

@@ -2,13 +2,29 @@
 
 use crate::cli::{LogArgs, SimWorkload};
 use crate::exit;
-use infertel_simulator::{serve, SimConfig};
+use infertel_simulator::{SimConfig, serve};
 use std::net::SocketAddr;
 
 #[allow(clippy::too_many_arguments)]
-pub async fn simulate(log: &LogArgs, vllm: SocketAddr, dcgm: SocketAddr, concurrency: f64, capacity: f64, model: Option<String>, seed: u64, w: SimWorkload) -> u8 {
+pub async fn simulate(
+    log: &LogArgs,
+    vllm: SocketAddr,
+    dcgm: SocketAddr,
+    concurrency: f64,
+    capacity: f64,
+    model: Option<String>,
+    seed: u64,
+    w: SimWorkload,
+) -> u8 {
     crate::logging::init(log, "info", false);
-    for (flag, v) in [("--prefix-reuse", w.prefix_reuse), ("--length-share", w.length_share), ("--error-share", w.error_share), ("--abort-share", w.abort_share), ("--dram-active", w.dram_active), ("--tensor-active", w.tensor_active)] {
+    for (flag, v) in [
+        ("--prefix-reuse", w.prefix_reuse),
+        ("--length-share", w.length_share),
+        ("--error-share", w.error_share),
+        ("--abort-share", w.abort_share),
+        ("--dram-active", w.dram_active),
+        ("--tensor-active", w.tensor_active),
+    ] {
         if !(0.0..=1.0).contains(&v) {
             eprintln!("error: {flag} is a share between 0 and 1, got {v}");
             return exit::USAGE;

@@ -38,7 +38,14 @@ pub fn expand(origin: &str, text: &str, lookup: &dyn Fn(&str) -> Option<String>)
     (out, warnings)
 }
 
-fn expand_line(origin: &str, text: &str, line: usize, lookup: &dyn Fn(&str) -> Option<String>, out: &mut String, warnings: &mut Vec<ConfigIssue>) {
+fn expand_line(
+    origin: &str,
+    text: &str,
+    line: usize,
+    lookup: &dyn Fn(&str) -> Option<String>,
+    out: &mut String,
+    warnings: &mut Vec<ConfigIssue>,
+) {
     let mut col = 1usize;
     let mut rest = text;
     while let Some(pos) = rest.find('$') {
@@ -52,34 +59,35 @@ fn expand_line(origin: &str, text: &str, line: usize, lookup: &dyn Fn(&str) -> O
             continue;
         }
         if tail.starts_with("${")
-            && let Some(end) = tail.find('}') {
-                let inner = &tail[2..end];
-                let spec = inner.strip_prefix("env:").unwrap_or(inner);
-                let (name, default) = match spec.split_once(":-") {
-                    Some((n, d)) => (n, Some(d)),
-                    None => (spec, None),
-                };
-                let valid = !name.is_empty()
-                    && !name.as_bytes()[0].is_ascii_digit()
-                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-                if valid && (inner.starts_with("env:") || !inner.contains(':')) {
-                    match (lookup(name), default) {
-                        (Some(v), None) => out.push_str(&v),
-                        (Some(v), Some(d)) => out.push_str(if v.is_empty() { d } else { &v }),
-                        (None, Some(d)) => out.push_str(d),
-                        (None, None) => warnings.push(ConfigIssue {
-                            origin: origin.into(),
-                            line: Some(line),
-                            column: Some(col),
-                            path: String::new(),
-                            message: format!("environment variable {name} is not set; ${{{inner}}} expands to \"\""),
-                        }),
-                    }
-                    col += end + 1;
-                    rest = &tail[end + 1..];
-                    continue;
+            && let Some(end) = tail.find('}')
+        {
+            let inner = &tail[2..end];
+            let spec = inner.strip_prefix("env:").unwrap_or(inner);
+            let (name, default) = match spec.split_once(":-") {
+                Some((n, d)) => (n, Some(d)),
+                None => (spec, None),
+            };
+            let valid = !name.is_empty()
+                && !name.as_bytes()[0].is_ascii_digit()
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if valid && (inner.starts_with("env:") || !inner.contains(':')) {
+                match (lookup(name), default) {
+                    (Some(v), None) => out.push_str(&v),
+                    (Some(v), Some(d)) => out.push_str(if v.is_empty() { d } else { &v }),
+                    (None, Some(d)) => out.push_str(d),
+                    (None, None) => warnings.push(ConfigIssue {
+                        origin: origin.into(),
+                        line: Some(line),
+                        column: Some(col),
+                        path: String::new(),
+                        message: format!("environment variable {name} is not set; ${{{inner}}} expands to \"\""),
+                    }),
                 }
+                col += end + 1;
+                rest = &tail[end + 1..];
+                continue;
             }
+        }
         out.push('$');
         col += 1;
         rest = &tail[1..];
@@ -101,7 +109,8 @@ mod tests {
 
     #[test]
     fn expands_env_forms() {
-        let (s, w) = expand("f", "a: ${env:KEY}\nb: ${KEY}\nc: ${env:NOPE:-dflt}\nd: $$HOME\ne: $1\nf: ${env:EMPTY:-x}", &env);
+        let (s, w) =
+            expand("f", "a: ${env:KEY}\nb: ${KEY}\nc: ${env:NOPE:-dflt}\nd: $$HOME\ne: $1\nf: ${env:EMPTY:-x}", &env);
         assert_eq!(s, "a: s3cret\nb: s3cret\nc: dflt\nd: $HOME\ne: $1\nf: x");
         assert!(w.is_empty());
     }

@@ -19,9 +19,12 @@ impl ComponentId {
             return Err(format!("invalid component id {s:?}: the type must be letters, digits or '_'"));
         }
         if let Some(n) = name
-            && (n.is_empty() || n.contains('/') || n.chars().any(char::is_whitespace)) {
-                return Err(format!("invalid component id {s:?}: the name after '/' must be non-empty, without '/' or spaces"));
-            }
+            && (n.is_empty() || n.contains('/') || n.chars().any(char::is_whitespace))
+        {
+            return Err(format!(
+                "invalid component id {s:?}: the name after '/' must be non-empty, without '/' or spaces"
+            ));
+        }
         Ok(ComponentId { kind: kind.to_string(), name: name.map(str::to_string) })
     }
 }

@@ -19,8 +19,8 @@ use crate::processors::ProcessorConfig;
 use crate::receivers::ReceiverConfig;
 pub use duration::{ByteSize, Duration};
 pub use id::ComponentId;
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
@@ -167,7 +167,6 @@ pub struct TelemetryConfig {
     pub metrics: TelemetryMetricsConfig,
     pub logs: TelemetryLogsConfig,
 }
-
 
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields, default)]
@@ -443,7 +442,13 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
     let mut component_errors = |section: &str, id: &ComponentId, r: Result<(), String>| {
         if let Err(m) = r {
             let (line, column) = locate(text, &format!("{section}:"), &id.to_string());
-            v.errors.push(ConfigIssue { origin: origin.into(), line, column, path: format!("{section}.{id}"), message: m });
+            v.errors.push(ConfigIssue {
+                origin: origin.into(),
+                line,
+                column,
+                path: format!("{section}.{id}"),
+                message: m,
+            });
         }
     };
     for (id, c) in &cfg.receivers.0 {

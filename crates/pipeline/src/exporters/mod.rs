@@ -4,13 +4,13 @@
 pub mod debug;
 pub mod otlp;
 pub mod otlphttp;
+pub mod persistent;
 pub mod probe;
 pub mod prometheusremotewrite;
-pub mod persistent;
 pub mod queue;
 pub mod shared;
 
-use crate::config::{or_default, ComponentKind};
+use crate::config::{ComponentKind, or_default};
 use serde::Deserializer;
 
 // Built once from the file; the size difference between variants is irrelevant.

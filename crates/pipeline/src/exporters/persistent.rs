@@ -43,11 +43,7 @@ fn naming_code(n: Naming) -> u8 {
 }
 
 fn naming_of(c: u8) -> Naming {
-    if c == 1 {
-        Naming::Preserve
-    } else {
-        Naming::Otel
-    }
+    if c == 1 { Naming::Preserve } else { Naming::Otel }
 }
 
 const KINDS: [MetricType; 8] = [
@@ -89,9 +85,7 @@ pub fn encode(batch: &Batch, naming: Naming, queued_at_ms: i64) -> Vec<u8> {
         put_str(&mut body, &m.help);
         put_str(&mut body, &m.unit);
     }
-    let compressed = snap::raw::Encoder::new()
-        .compress_vec(&body)
-        .unwrap_or_default();
+    let compressed = snap::raw::Encoder::new().compress_vec(&body).unwrap_or_default();
     let mut out = Vec::with_capacity(HEAD + compressed.len());
     out.extend_from_slice(&(batch.sample_count() as u32).to_le_bytes());
     out.extend_from_slice(&[naming_code(naming), 0, 0, 0]);
@@ -114,29 +108,20 @@ struct Reader<'a>(&'a [u8]);
 impl Reader<'_> {
     fn take(&mut self, n: usize) -> io::Result<&[u8]> {
         if self.0.len() < n {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "queue record: truncated body",
-            ));
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "queue record: truncated body"));
         }
         let (a, b) = self.0.split_at(n);
         self.0 = b;
         Ok(a)
     }
     fn u16(&mut self) -> io::Result<u16> {
-        Ok(u16::from_le_bytes(
-            self.take(2)?.try_into().unwrap_or_default(),
-        ))
+        Ok(u16::from_le_bytes(self.take(2)?.try_into().unwrap_or_default()))
     }
     fn u32(&mut self) -> io::Result<u32> {
-        Ok(u32::from_le_bytes(
-            self.take(4)?.try_into().unwrap_or_default(),
-        ))
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap_or_default()))
     }
     fn u64(&mut self) -> io::Result<u64> {
-        Ok(u64::from_le_bytes(
-            self.take(8)?.try_into().unwrap_or_default(),
-        ))
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap_or_default()))
     }
     fn str(&mut self) -> io::Result<std::sync::Arc<str>> {
         let n = self.u32()? as usize;
@@ -149,10 +134,7 @@ impl Reader<'_> {
 /// Decodes a record payload.
 pub fn decode(payload: &[u8]) -> io::Result<(Batch, Naming)> {
     if payload.len() < HEAD {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "queue record: short",
-        ));
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "queue record: short"));
     }
     let (_, naming, _) = head(payload[..HEAD].try_into().unwrap_or(&[0; HEAD]));
     let body = snap::raw::Decoder::new()
@@ -174,41 +156,24 @@ pub fn decode(payload: &[u8]) -> io::Result<(Batch, Naming)> {
         for _ in 0..ns {
             let timestamp_ms = r.u64()? as i64;
             let value = f64::from_bits(r.u64()?);
-            samples.push(Sample {
-                timestamp_ms,
-                value,
-            });
+            samples.push(Sample { timestamp_ms, value });
         }
-        series.push(Series {
-            labels: Labels::from_vec(labels),
-            samples,
-        });
+        series.push(Series { labels: Labels::from_vec(labels), samples });
     }
     let nm = r.u32()? as usize;
     let mut metadata = Vec::with_capacity(nm.min(1 << 16));
     for _ in 0..nm {
         let family = r.str()?;
-        let kind = KINDS
-            .get(r.take(1)?[0] as usize)
-            .copied()
-            .unwrap_or_default();
+        let kind = KINDS.get(r.take(1)?[0] as usize).copied().unwrap_or_default();
         let help = r.str()?;
         let unit = r.str()?;
-        metadata.push(Metadata {
-            family,
-            kind,
-            help,
-            unit,
-        });
+        metadata.push(Metadata { family, kind, help, unit });
     }
     Ok((Batch { series, metadata }, naming))
 }
 
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or_default()
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or_default()
 }
 
 /// One consumer's persistent FIFO.
@@ -228,14 +193,7 @@ impl DiskQueue {
     pub fn open(dir: &Path, max_bytes: u64, fsync: bool) -> io::Result<(DiskQueue, Recovery)> {
         // Small enough that dropping one segment frees a fraction of the budget.
         let segment_bytes = (max_bytes / 8).clamp(4 << 10, 64 << 20);
-        let (log, rec) = Log::open(
-            dir,
-            Options {
-                segment_bytes,
-                max_bytes,
-                fsync,
-            },
-        )?;
+        let (log, rec) = Log::open(dir, Options { segment_bytes, max_bytes, fsync })?;
         Ok((DiskQueue { log }, rec))
     }
 
@@ -270,12 +228,7 @@ impl DiskQueue {
                 ),
             }
         }
-        Ok(Some(Taken {
-            batch: out,
-            naming,
-            end,
-            records,
-        }))
+        Ok(Some(Taken { batch: out, naming, end, records }))
     }
 
     pub fn ack(&mut self, end: Position) -> io::Result<()> {
@@ -318,22 +271,13 @@ mod tests {
                 Series {
                     labels: Labels::from_pairs([("__name__", "up"), ("job", "a")]),
                     samples: vec![
-                        Sample {
-                            timestamp_ms: 1,
-                            value: 1.0,
-                        },
-                        Sample {
-                            timestamp_ms: 2,
-                            value: infertel_model::stale_nan(),
-                        },
+                        Sample { timestamp_ms: 1, value: 1.0 },
+                        Sample { timestamp_ms: 2, value: infertel_model::stale_nan() },
                     ],
                 },
                 Series {
                     labels: Labels::from_pairs([("__name__", "x_total"), ("le", "+Inf")]),
-                    samples: vec![Sample {
-                        timestamp_ms: -5,
-                        value: -0.5,
-                    }],
+                    samples: vec![Sample { timestamp_ms: -5, value: -0.5 }],
                 },
             ],
             metadata: vec![Metadata {
@@ -349,10 +293,7 @@ mod tests {
     fn codec_round_trips_exactly_including_stale_markers() {
         let b = batch();
         let p = encode(&b, Naming::Preserve, 42);
-        assert_eq!(
-            head(p[..HEAD].try_into().unwrap()),
-            (3, Naming::Preserve, 42)
-        );
+        assert_eq!(head(p[..HEAD].try_into().unwrap()), (3, Naming::Preserve, 42));
         let (d, n) = decode(&p).unwrap();
         assert_eq!(n, Naming::Preserve);
         assert_eq!(d.series.len(), 2);
@@ -372,10 +313,7 @@ mod tests {
             q.push(&batch(), Naming::Otel).unwrap();
             q.push(&batch(), Naming::Preserve).unwrap();
             let t = q.take().unwrap().unwrap();
-            assert_eq!(
-                (t.records, t.batch.sample_count(), t.naming),
-                (2, 6, Naming::Otel)
-            );
+            assert_eq!((t.records, t.batch.sample_count(), t.naming), (2, 6, Naming::Otel));
             q.ack(t.end).unwrap();
             let t = q.take().unwrap().unwrap();
             assert_eq!((t.records, t.naming), (1, Naming::Preserve));
@@ -385,10 +323,7 @@ mod tests {
         let (mut q, rec) = DiskQueue::open(d.path(), 1 << 20, false).unwrap();
         assert_eq!(rec.records, 1);
         let t = q.take().unwrap().unwrap();
-        assert_eq!(
-            (t.records, t.naming, t.batch.sample_count()),
-            (1, Naming::Preserve, 3)
-        );
+        assert_eq!((t.records, t.naming, t.batch.sample_count()), (1, Naming::Preserve, 3));
         assert!(q.take().unwrap().is_none());
     }
 }

@@ -100,13 +100,7 @@ impl ProbeResult {
     }
 
     pub fn skipped() -> Self {
-        ProbeResult::new(
-            Verdict::Ok,
-            "skipped",
-            "-",
-            "not probed (startup_check: off)",
-            "",
-        )
+        ProbeResult::new(Verdict::Ok, "skipped", "-", "not probed (startup_check: off)", "")
     }
 
     /// `class (status): message; detail`, for logs.
@@ -115,10 +109,7 @@ impl ProbeResult {
         if !self.detail.is_empty() {
             s.push_str("; ");
             s.push_str(
-                if self.verdict == Verdict::Ok
-                    || self.status.starts_with("HTTP")
-                    || self.status.starts_with("gRPC")
-                {
+                if self.verdict == Verdict::Ok || self.status.starts_with("HTTP") || self.status.starts_with("gRPC") {
                     "receiver said: "
                 } else {
                     "error: "
@@ -160,10 +151,7 @@ pub fn redact_url(u: &str) -> String {
                 let secret = ["key", "token", "secret", "password", "auth", "signature"]
                     .iter()
                     .any(|w| k.to_ascii_lowercase().contains(w));
-                (
-                    k.into_owned(),
-                    if secret { "***".into() } else { v.into_owned() },
-                )
+                (k.into_owned(), if secret { "***".into() } else { v.into_owned() })
             })
             .collect();
         url.query_pairs_mut().clear().extend_pairs(pairs);
@@ -188,10 +176,7 @@ pub fn redact_text(s: &str) -> String {
             continue;
         }
         let lw = w.to_ascii_lowercase();
-        if matches!(
-            lw.trim_end_matches(':'),
-            "apikey" | "bearer" | "basic" | "token" | "authorization"
-        ) {
+        if matches!(lw.trim_end_matches(':'), "apikey" | "bearer" | "basic" | "token" | "authorization") {
             hide_next = !matches!(lw.trim_end_matches(':'), "authorization");
             if lw.trim_end_matches(':') == "authorization" && w.ends_with(':') {
                 // `Authorization: Scheme value`: the scheme stays, the value goes.
@@ -218,9 +203,7 @@ pub fn redact_text(s: &str) -> String {
 /// What a non-2xx HTTP status means for an exporter, in one line.
 pub fn explain_http(status: u16, endpoint: &str, protocol: Protocol) -> &'static str {
     match protocol {
-        Protocol::RemoteWrite => {
-            crate::exporters::prometheusremotewrite::service::explain_status(status, endpoint)
-        }
+        Protocol::RemoteWrite => crate::exporters::prometheusremotewrite::service::explain_status(status, endpoint),
         Protocol::OtlpHttp | Protocol::OtlpGrpc => match status {
             400 => "the receiver rejected the data as invalid",
             401 => "credentials were rejected: check the Authorization header or authenticator",
@@ -234,9 +217,7 @@ pub fn explain_http(status: u16, endpoint: &str, protocol: Protocol) -> &'static
                 "the URL does not accept POST: wrong path (is this a UI or query URL rather than the OTLP endpoint?)"
             }
             413 => "request too large: lower the batch size",
-            415 => {
-                "the receiver does not accept OTLP protobuf (application/x-protobuf): is this an OTLP endpoint?"
-            }
+            415 => "the receiver does not accept OTLP protobuf (application/x-protobuf): is this an OTLP endpoint?",
             _ => "the receiver refused the request",
         },
     }
@@ -255,41 +236,13 @@ pub fn classify_http(status: u16, endpoint: &str, protocol: Protocol, body: &str
             "reachable and authorized: the receiver answered 400 to an empty request (it refuses empty bodies; real data goes through)",
             body,
         ),
-        401 => ProbeResult::new(
-            Verdict::Config,
-            "unauthorized",
-            st,
-            explain_http(401, endpoint, protocol),
-            body,
-        ),
-        403 => ProbeResult::new(
-            Verdict::Config,
-            "forbidden",
-            st,
-            explain_http(403, endpoint, protocol),
-            body,
-        ),
-        404 => ProbeResult::new(
-            Verdict::Config,
-            "not_found",
-            st,
-            explain_http(404, endpoint, protocol),
-            body,
-        ),
-        405 => ProbeResult::new(
-            Verdict::Config,
-            "method_not_allowed",
-            st,
-            explain_http(405, endpoint, protocol),
-            body,
-        ),
-        415 => ProbeResult::new(
-            Verdict::Config,
-            "unsupported_media_type",
-            st,
-            explain_http(415, endpoint, protocol),
-            body,
-        ),
+        401 => ProbeResult::new(Verdict::Config, "unauthorized", st, explain_http(401, endpoint, protocol), body),
+        403 => ProbeResult::new(Verdict::Config, "forbidden", st, explain_http(403, endpoint, protocol), body),
+        404 => ProbeResult::new(Verdict::Config, "not_found", st, explain_http(404, endpoint, protocol), body),
+        405 => ProbeResult::new(Verdict::Config, "method_not_allowed", st, explain_http(405, endpoint, protocol), body),
+        415 => {
+            ProbeResult::new(Verdict::Config, "unsupported_media_type", st, explain_http(415, endpoint, protocol), body)
+        }
         429 => ProbeResult::new(
             Verdict::Transient,
             "throttled",
@@ -304,13 +257,7 @@ pub fn classify_http(status: u16, endpoint: &str, protocol: Protocol, body: &str
             "reachable, but the receiver failed (5xx): transient (starting, overloaded or a proxy without its upstream), will keep probing",
             body,
         ),
-        _ => ProbeResult::new(
-            Verdict::Transient,
-            "rejected",
-            st,
-            explain_http(status, endpoint, protocol),
-            body,
-        ),
+        _ => ProbeResult::new(Verdict::Transient, "rejected", st, explain_http(status, endpoint, protocol), body),
     }
 }
 
@@ -319,17 +266,7 @@ pub fn classify_http(status: u16, endpoint: &str, protocol: Protocol, body: &str
 /// UNAUTHENTICATED, PERMISSION_DENIED, UNIMPLEMENTED. A 400 (bad data) is
 /// still dropped and counted.
 pub fn holds(status: &str) -> bool {
-    matches!(
-        status,
-        "401"
-            | "403"
-            | "404"
-            | "405"
-            | "415"
-            | "Unauthenticated"
-            | "PermissionDenied"
-            | "Unimplemented"
-    )
+    matches!(status, "401" | "403" | "404" | "405" | "415" | "Unauthenticated" | "PermissionDenied" | "Unimplemented")
 }
 
 /// The whole error chain in one line.
@@ -379,9 +316,7 @@ fn classify_tls(r: &rustls::Error, text: &str) -> ProbeResult {
             "TLS: the server's certificate is not signed by a CA this agent trusts: set tls.ca_file to the CA that issued it (or check this is the right host)",
             text,
         ),
-        rustls::Error::InvalidCertificate(
-            C::NotValidForName | C::NotValidForNameContext { .. },
-        ) => ProbeResult::new(
+        rustls::Error::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => ProbeResult::new(
             Verdict::Config,
             "tls_name_mismatch",
             "TLS",
@@ -412,22 +347,13 @@ fn classify_tls(r: &rustls::Error, text: &str) -> ProbeResult {
 pub fn classify_text(text: &str, timed_out: bool, refused: bool) -> ProbeResult {
     let l = text.to_ascii_lowercase();
     if l.contains("unknownissuer") || l.contains("unknown issuer") {
-        return classify_tls(
-            &rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
-            text,
-        );
+        return classify_tls(&rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer), text);
     }
     if l.contains("notvalidforname") || l.contains("not valid for name") {
-        return classify_tls(
-            &rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName),
-            text,
-        );
+        return classify_tls(&rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName), text);
     }
     if l.contains("certificate expired") || l.contains("expired") && l.contains("certificate") {
-        return classify_tls(
-            &rustls::Error::InvalidCertificate(rustls::CertificateError::Expired),
-            text,
-        );
+        return classify_tls(&rustls::Error::InvalidCertificate(rustls::CertificateError::Expired), text);
     }
     if l.contains("dns error")
         || l.contains("failed to lookup address")
@@ -472,13 +398,7 @@ pub fn classify_text(text: &str, timed_out: bool, refused: bool) -> ProbeResult 
     if l.contains("tls") || l.contains("certificate") || l.contains("handshake") {
         return classify_tls(&rustls::Error::General(String::new()), text);
     }
-    ProbeResult::new(
-        Verdict::Transient,
-        "network",
-        "connect",
-        "network error: will keep probing",
-        text,
-    )
+    ProbeResult::new(Verdict::Transient, "network", "connect", "network error: will keep probing", text)
 }
 
 /// Classifies a gRPC status from the empty Export call (or a real one).
@@ -547,13 +467,7 @@ pub fn classify_grpc(status: &tonic::Status) -> ProbeResult {
             "reachable, but throttling: transient, will keep probing",
             msg,
         ),
-        _ => ProbeResult::new(
-            Verdict::Transient,
-            "rejected",
-            st,
-            "the receiver refused the request",
-            msg,
-        ),
+        _ => ProbeResult::new(Verdict::Transient, "rejected", st, "the receiver refused the request", msg),
     }
 }
 
@@ -583,12 +497,7 @@ pub fn grpc_name(c: tonic::Code) -> &'static str {
 
 /// A runtime status string as the senders report it (`403`,
 /// `PermissionDenied`) turned into a result, for the pause log line.
-pub fn classify_status_str(
-    status: &str,
-    message: &str,
-    endpoint: &str,
-    protocol: Protocol,
-) -> ProbeResult {
+pub fn classify_status_str(status: &str, message: &str, endpoint: &str, protocol: Protocol) -> ProbeResult {
     if let Ok(code) = status.parse::<u16>() {
         return classify_http(code, endpoint, protocol, message);
     }
@@ -632,7 +541,11 @@ impl EndpointState {
         telemetry: &Telemetry,
     ) -> Arc<Self> {
         let l = [("exporter", exporter)];
-        let up_gauge = telemetry.gauge("infertel_exporter_endpoint_up", "1 when the exporter's endpoint is reachable and authorized, 0 while the exporter is paused.", &l);
+        let up_gauge = telemetry.gauge(
+            "infertel_exporter_endpoint_up",
+            "1 when the exporter's endpoint is reachable and authorized, 0 while the exporter is paused.",
+            &l,
+        );
         up_gauge.set(1.0);
         let held = telemetry.gauge(
             "infertel_exporter_held_samples",
@@ -760,33 +673,15 @@ mod tests {
         assert_eq!((r.verdict, r.class), (Verdict::Config, "forbidden"));
         assert!(r.message.contains("metrics-*"), "{}", r.message);
         let r = classify_http(404, es, Protocol::RemoteWrite, "");
-        assert!(
-            r.message.contains("Elasticsearch API host"),
-            "{}",
-            r.message
-        );
-        assert_eq!(
-            classify_http(400, es, Protocol::RemoteWrite, "x").verdict,
-            Verdict::Ok
-        );
-        assert_eq!(
-            classify_http(204, es, Protocol::RemoteWrite, "").class,
-            "ok"
-        );
+        assert!(r.message.contains("Elasticsearch API host"), "{}", r.message);
+        assert_eq!(classify_http(400, es, Protocol::RemoteWrite, "x").verdict, Verdict::Ok);
+        assert_eq!(classify_http(204, es, Protocol::RemoteWrite, "").class, "ok");
         for s in [401, 403, 404, 405, 415] {
-            assert_eq!(
-                classify_http(s, es, Protocol::OtlpHttp, "").verdict,
-                Verdict::Config,
-                "{s}"
-            );
+            assert_eq!(classify_http(s, es, Protocol::OtlpHttp, "").verdict, Verdict::Config, "{s}");
             assert!(holds(&s.to_string()));
         }
         for s in [429, 500, 502, 503] {
-            assert_eq!(
-                classify_http(s, es, Protocol::RemoteWrite, "").verdict,
-                Verdict::Transient,
-                "{s}"
-            );
+            assert_eq!(classify_http(s, es, Protocol::RemoteWrite, "").verdict, Verdict::Transient, "{s}");
             assert!(!holds(&s.to_string()));
         }
         assert!(!holds("400"));
@@ -801,10 +696,7 @@ mod tests {
             (C::Expired, "tls_expired"),
             (C::NotValidYet, "tls_expired"),
         ] {
-            let io = std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                rustls::Error::InvalidCertificate(e),
-            );
+            let io = std::io::Error::new(std::io::ErrorKind::InvalidData, rustls::Error::InvalidCertificate(e));
             let r = classify_error(&io, false);
             assert_eq!((r.verdict, r.class), (Verdict::Config, class));
         }
@@ -813,28 +705,24 @@ mod tests {
     #[test]
     fn network_errors_by_text() {
         assert_eq!(
+            classify_text("dns error: failed to lookup address information: Name or service not known", false, false)
+                .verdict,
+            Verdict::Config
+        );
+        assert_eq!(
             classify_text(
-                "dns error: failed to lookup address information: Name or service not known",
+                "dns error: failed to lookup address information: Temporary failure in name resolution",
                 false,
                 false
             )
             .verdict,
-            Verdict::Config
+            Verdict::Transient
         );
-        assert_eq!(classify_text("dns error: failed to lookup address information: Temporary failure in name resolution", false, false).verdict, Verdict::Transient);
         assert_eq!(
-            classify_text(
-                "tcp connect error: Connection refused (os error 111)",
-                false,
-                false
-            )
-            .class,
+            classify_text("tcp connect error: Connection refused (os error 111)", false, false).class,
             "refused"
         );
-        assert_eq!(
-            classify_text("operation timed out", false, false).class,
-            "timeout"
-        );
+        assert_eq!(classify_text("operation timed out", false, false).class, "timeout");
     }
 
     #[test]
@@ -858,11 +746,7 @@ mod tests {
             redact_url("https://user:pw@h.example/x?api_key=abc&a=1"),
             "https://***@h.example/x?api_key=***&a=1"
         );
-        let t =
-            redact_text("sent Authorization: ApiKey c2VjcmV0 to https://u:p@h/x and Bearer tok123");
-        assert!(
-            !t.contains("c2VjcmV0") && !t.contains("tok123") && !t.contains("u:p@"),
-            "{t}"
-        );
+        let t = redact_text("sent Authorization: ApiKey c2VjcmV0 to https://u:p@h/x and Bearer tok123");
+        assert!(!t.contains("c2VjcmV0") && !t.contains("tok123") && !t.contains("u:p@"), "{t}");
     }
 }

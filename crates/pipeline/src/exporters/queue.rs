@@ -24,8 +24,8 @@
 //! `infertel_exporter_queue_truncated_bytes_total`.
 
 use crate::consumer::{BoxFuture, Consumer};
-use crate::exporters::probe::{EndpointState, ProbeResult};
 use crate::exporters::persistent::{DiskQueue, Storage};
+use crate::exporters::probe::{EndpointState, ProbeResult};
 use crate::exporters::shared::QueueConfig;
 use crate::telemetry::{Counter, Gauge, Telemetry};
 use infertel_model::{Batch, Series};
@@ -51,12 +51,7 @@ pub trait Deliver: Send + Sync + 'static {
     fn shard_key(&self, s: &Series, _naming: Naming) -> u64 {
         s.labels.stable_hash()
     }
-    fn deliver<'a>(
-        &'a self,
-        state: &'a mut Self::State,
-        batch: Batch,
-        naming: Naming,
-    ) -> BoxFuture<'a, Delivered>;
+    fn deliver<'a>(&'a self, state: &'a mut Self::State, batch: Batch, naming: Naming) -> BoxFuture<'a, Delivered>;
     /// The startup probe (`exporters/probe.rs`): an empty write with the
     /// real headers and auth, plus one `infertel_canary` sample when
     /// `canary` is set.
@@ -96,19 +91,9 @@ pub struct SendingQueue<D: Deliver> {
 }
 
 impl<D: Deliver> SendingQueue<D> {
-    pub fn new(
-        id: String,
-        endpoint: String,
-        cfg: QueueConfig,
-        deliver: D,
-        telemetry: Telemetry,
-    ) -> Arc<Self> {
+    pub fn new(id: String, endpoint: String, cfg: QueueConfig, deliver: D, telemetry: Telemetry) -> Arc<Self> {
         let n = if cfg.enabled { cfg.num_consumers } else { 1 };
-        let per_shard = if cfg.enabled {
-            cfg.queue_size.div_ceil(n).max(1)
-        } else {
-            1
-        };
+        let per_shard = if cfg.enabled { cfg.queue_size.div_ceil(n).max(1) } else { 1 };
         let shards = (0..n)
             .map(|_| {
                 Arc::new(Shard {
@@ -121,23 +106,11 @@ impl<D: Deliver> SendingQueue<D> {
             .collect();
         let l = [("exporter", id.as_str())];
         telemetry
-            .gauge(
-                "infertel_exporter_queue_capacity",
-                "Batches the sending queue can hold.",
-                &l,
-            )
+            .gauge("infertel_exporter_queue_capacity", "Batches the sending queue can hold.", &l)
             .set((per_shard * n) as f64);
         Arc::new(SendingQueue {
-            sent: telemetry.counter(
-                "infertel_exporter_sent_samples_total",
-                "Samples the backend accepted.",
-                &l,
-            ),
-            queue_size: telemetry.gauge(
-                "infertel_exporter_queue_size",
-                "Batches waiting in the sending queue.",
-                &l,
-            ),
+            sent: telemetry.counter("infertel_exporter_sent_samples_total", "Samples the backend accepted.", &l),
+            queue_size: telemetry.gauge("infertel_exporter_queue_size", "Batches waiting in the sending queue.", &l),
             queued: Arc::new(AtomicI64::new(0)),
             telemetry,
             shards,
@@ -169,29 +142,15 @@ impl<D: Deliver> SendingQueue<D> {
     /// counts what will be replayed, and moves a backlog written with a
     /// different `num_consumers` into the current layout.
     pub fn open_storage(&self) -> Result<(), String> {
-        let Some(st) = self
-            .storage
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-        else {
+        let Some(st) = self.storage.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
             return Ok(());
         };
         if !self.cfg.enabled {
             return Ok(());
         }
         let n = self.shards.len();
-        let safe: String = self
-            .id
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
+        let safe: String =
+            self.id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
         let base = st.directory.join(safe);
         let layout = base.join(format!("consumers-{n}"));
         let per_shard = (st.max_bytes / n as u64).max(if st.max_bytes == 0 { 0 } else { 1 });
@@ -217,9 +176,7 @@ impl<D: Deliver> SendingQueue<D> {
                 .filter_map(|e| e.ok())
                 .map(|e| e.path())
                 .filter(|p| {
-                    *p != layout
-                        && p.file_name()
-                            .is_some_and(|f| f.to_string_lossy().starts_with("consumers-"))
+                    *p != layout && p.file_name().is_some_and(|f| f.to_string_lossy().starts_with("consumers-"))
                 })
                 .collect();
             old.sort();
@@ -244,9 +201,8 @@ impl<D: Deliver> SendingQueue<D> {
                         parts[0].metadata = t.batch.metadata;
                         for (i, b) in parts.into_iter().enumerate() {
                             if !b.is_empty() {
-                                let lost = opened[i]
-                                    .push(&b, t.naming)
-                                    .map_err(|e| format!("sending_queue storage: {e}"))?;
+                                let lost =
+                                    opened[i].push(&b, t.naming).map_err(|e| format!("sending_queue storage: {e}"))?;
                                 if lost > 0 {
                                     self.dropped("queue_full").add(lost);
                                 }
@@ -299,9 +255,7 @@ impl<D: Deliver> SendingQueue<D> {
     }
 
     fn is_persistent(&self) -> bool {
-        self.shards
-            .first()
-            .is_some_and(|s| s.disk.lock().unwrap_or_else(|p| p.into_inner()).is_some())
+        self.shards.first().is_some_and(|s| s.disk.lock().unwrap_or_else(|p| p.into_inner()).is_some())
     }
 
     fn update_disk_gauges(&self) {
@@ -320,11 +274,7 @@ impl<D: Deliver> SendingQueue<D> {
         }
         let l = [("exporter", self.id.as_str())];
         self.telemetry
-            .gauge(
-                "infertel_exporter_queue_bytes",
-                "Bytes of the persistent queue on disk.",
-                &l,
-            )
+            .gauge("infertel_exporter_queue_bytes", "Bytes of the persistent queue on disk.", &l)
             .set(bytes as f64);
         self.telemetry
             .gauge(
@@ -333,9 +283,7 @@ impl<D: Deliver> SendingQueue<D> {
                 &l,
             )
             .set(samples as f64);
-        let age = oldest
-            .map(|o| (crate::exporters::persistent::now_ms() - o).max(0) as f64 / 1000.0)
-            .unwrap_or(0.0);
+        let age = oldest.map(|o| (crate::exporters::persistent::now_ms() - o).max(0) as f64 / 1000.0).unwrap_or(0.0);
         self.telemetry
             .gauge(
                 "infertel_exporter_queue_oldest_age_seconds",
@@ -520,13 +468,7 @@ impl<D: Deliver> SendingQueue<D> {
         let mut d = shard.disk.lock().unwrap_or_else(|p| p.into_inner());
         let q = d.as_mut()?;
         match q.take() {
-            Ok(Some(t)) => Some(Some((
-                Item {
-                    batch: t.batch,
-                    naming: t.naming,
-                },
-                t.end,
-            ))),
+            Ok(Some(t)) => Some(Some((Item { batch: t.batch, naming: t.naming }, t.end))),
             Ok(None) => Some(None),
             Err(e) => {
                 tracing::error!(exporter = %self.id, "persistent queue: cannot read: {e}");
@@ -537,11 +479,7 @@ impl<D: Deliver> SendingQueue<D> {
     }
 
     fn ack_disk(&self, shard: &Shard, end: infertel_wal::Position) {
-        if let Some(q) = shard
-            .disk
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_mut()
+        if let Some(q) = shard.disk.lock().unwrap_or_else(|p| p.into_inner()).as_mut()
             && let Err(e) = q.ack(end)
         {
             tracing::error!(exporter = %self.id, "persistent queue: cannot record delivery (the batch may be sent again after a restart): {e}");
@@ -558,10 +496,7 @@ impl<D: Deliver> SendingQueue<D> {
         let mut n = 0;
         for s in &self.shards {
             let mut q = s.queue.lock().unwrap_or_else(|p| p.into_inner());
-            n += q
-                .drain(..)
-                .map(|b| b.batch.sample_count() as u64)
-                .sum::<u64>();
+            n += q.drain(..).map(|b| b.batch.sample_count() as u64).sum::<u64>();
         }
         if n > 0 {
             self.dropped("shutdown").add(n);
@@ -590,22 +525,9 @@ impl<D: Deliver> SendingQueue<D> {
         }
         let mut metadata = Some(batch.metadata);
         for (i, series) in parts.into_iter().enumerate() {
-            let md = if i == 0 {
-                metadata.take().unwrap_or_default()
-            } else {
-                Vec::new()
-            };
+            let md = if i == 0 { metadata.take().unwrap_or_default() } else { Vec::new() };
             if !series.is_empty() || !md.is_empty() {
-                self.push(
-                    i,
-                    Item {
-                        batch: Batch {
-                            series,
-                            metadata: md,
-                        },
-                        naming,
-                    },
-                );
+                self.push(i, Item { batch: Batch { series, metadata: md }, naming });
             }
         }
     }
@@ -671,14 +593,7 @@ impl<D: Deliver> QueuedExporter for SendingQueue<D> {
         self.deliver.probe(canary)
     }
     fn consumer(self: Arc<Self>, naming: Naming) -> Arc<dyn Consumer> {
-        if naming == Naming::Otel {
-            self
-        } else {
-            Arc::new(Named {
-                queue: self,
-                naming,
-            })
-        }
+        if naming == Naming::Otel { self } else { Arc::new(Named { queue: self, naming }) }
     }
 }
 

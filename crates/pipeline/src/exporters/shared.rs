@@ -78,7 +78,13 @@ pub struct QueueConfig {
 
 impl Default for QueueConfig {
     fn default() -> Self {
-        QueueConfig { enabled: true, num_consumers: 5, queue_size: 1000, storage: None, flush_timeout: crate::config::Duration::from_millis(200) }
+        QueueConfig {
+            enabled: true,
+            num_consumers: 5,
+            queue_size: 1000,
+            storage: None,
+            flush_timeout: crate::config::Duration::from_millis(200),
+        }
     }
 }
 

@@ -18,21 +18,15 @@ pub struct HealthCheckConfig {
 
 impl Default for HealthCheckConfig {
     fn default() -> Self {
-        HealthCheckConfig {
-            endpoint: "127.0.0.1:13133".into(),
-        }
+        HealthCheckConfig { endpoint: "127.0.0.1:13133".into() }
     }
 }
 
 impl HealthCheckConfig {
     pub fn socket_addr(&self) -> Result<SocketAddr, String> {
         let a = self.endpoint.replace("localhost:", "127.0.0.1:");
-        a.parse::<SocketAddr>().map_err(|e| {
-            format!(
-                "health_check: endpoint {:?}: {e} (write host:port)",
-                self.endpoint
-            )
-        })
+        a.parse::<SocketAddr>()
+            .map_err(|e| format!("health_check: endpoint {:?}: {e} (write host:port)", self.endpoint))
     }
 }
 
@@ -52,43 +46,25 @@ impl Readiness {
         }
         for e in &self.exporters {
             if !e.is_up() {
-                let reason = e
-                    .last_failure()
-                    .map(|r| r.line())
-                    .unwrap_or_else(|| "endpoint down".into());
+                let reason = e.last_failure().map(|r| r.line()).unwrap_or_else(|| "endpoint down".into());
                 why.push(format!("exporter {}: paused: {reason}", e.exporter));
             }
         }
-        if why.is_empty() {
-            (true, "ready\n".into())
-        } else {
-            (false, format!("not ready\n{}\n", why.join("\n")))
-        }
+        if why.is_empty() { (true, "ready\n".into()) } else { (false, format!("not ready\n{}\n", why.join("\n"))) }
     }
 }
 
 /// Serves the two paths on `listener` until the task is aborted.
 pub async fn serve(listener: tokio::net::TcpListener, readiness: Arc<Readiness>) {
     use axum::http::StatusCode;
-    let app = axum::Router::new()
-        .route(
-            "/healthz",
-            axum::routing::get(|| async { (StatusCode::OK, "alive\n") }),
-        )
-        .route(
+    let app =
+        axum::Router::new().route("/healthz", axum::routing::get(|| async { (StatusCode::OK, "alive\n") })).route(
             "/readyz",
             axum::routing::get(move || {
                 let r = readiness.clone();
                 async move {
                     let (ok, body) = r.check();
-                    (
-                        if ok {
-                            StatusCode::OK
-                        } else {
-                            StatusCode::SERVICE_UNAVAILABLE
-                        },
-                        body,
-                    )
+                    (if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }, body)
                 }
             }),
         );

@@ -5,7 +5,7 @@
 
 pub mod health_check;
 
-use crate::config::{or_default, ComponentKind};
+use crate::config::{ComponentKind, or_default};
 use crate::http::read_secret_file;
 use reqwest::header::HeaderValue;
 use serde::{Deserialize, Deserializer};
@@ -112,9 +112,11 @@ impl ExtensionConfig {
     /// The persistent-queue storage this extension provides, if it is one.
     pub fn storage(&self) -> Option<crate::exporters::persistent::Storage> {
         match self {
-            ExtensionConfig::FileStorage(c) => {
-                Some(crate::exporters::persistent::Storage { directory: c.directory.clone(), max_bytes: c.max_bytes.0, fsync: c.fsync })
-            }
+            ExtensionConfig::FileStorage(c) => Some(crate::exporters::persistent::Storage {
+                directory: c.directory.clone(),
+                max_bytes: c.max_bytes.0,
+                fsync: c.fsync,
+            }),
             _ => None,
         }
     }
@@ -128,7 +130,9 @@ impl ExtensionConfig {
         let (name, v) = match self {
             ExtensionConfig::BasicAuth(c) => {
                 let a = c.client_auth.clone().unwrap_or_default();
-                let enc = crate::receivers::prometheus::scrape::base64_encode(format!("{}:{}", a.username, a.password).as_bytes());
+                let enc = crate::receivers::prometheus::scrape::base64_encode(
+                    format!("{}:{}", a.username, a.password).as_bytes(),
+                );
                 ("Authorization".to_string(), format!("Basic {enc}"))
             }
             ExtensionConfig::BearerTokenAuth(c) => {
@@ -143,7 +147,8 @@ impl ExtensionConfig {
             ExtensionConfig::HealthCheck(_) => return Err("health_check is not an authenticator".into()),
             ExtensionConfig::FileStorage(_) => return Err("file_storage is not an authenticator".into()),
         };
-        let mut hv = HeaderValue::from_str(&v).map_err(|_| "credentials contain characters not allowed in an HTTP header".to_string())?;
+        let mut hv = HeaderValue::from_str(&v)
+            .map_err(|_| "credentials contain characters not allowed in an HTTP header".to_string())?;
         hv.set_sensitive(true);
         Ok((name, hv))
     }

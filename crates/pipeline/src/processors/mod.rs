@@ -6,7 +6,7 @@ pub mod inference;
 pub mod memory_limiter;
 pub mod preserve_names;
 
-use crate::config::{or_default, ComponentKind};
+use crate::config::{ComponentKind, or_default};
 use serde::Deserializer;
 
 #[derive(Debug)]

@@ -3,7 +3,7 @@
 
 pub mod prometheus;
 
-use crate::config::{or_default, ComponentKind};
+use crate::config::{ComponentKind, or_default};
 use serde::Deserializer;
 
 #[derive(Debug)]

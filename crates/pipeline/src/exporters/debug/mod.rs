@@ -2,7 +2,7 @@
 //! `normal` adds one line per series, `detailed` adds HELP/TYPE metadata.
 
 use crate::consumer::{BoxFuture, Consumer};
-use infertel_model::{is_stale_nan, Batch};
+use infertel_model::{Batch, is_stale_nan};
 use serde::Deserialize;
 use std::io::Write;
 

@@ -26,15 +26,8 @@ impl Compression {
 }
 
 /// Headers OTLP owns; user `headers` may not override them.
-pub const RESERVED_HEADERS: &[&str] = &[
-    "content-encoding",
-    "content-type",
-    "user-agent",
-    "te",
-    "grpc-encoding",
-    "grpc-accept-encoding",
-    "grpc-timeout",
-];
+pub const RESERVED_HEADERS: &[&str] =
+    &["content-encoding", "content-type", "user-agent", "te", "grpc-encoding", "grpc-accept-encoding", "grpc-timeout"];
 
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
@@ -57,7 +50,8 @@ pub struct OtlpConfig {
     pub sending_queue: QueueConfig,
     /// Drop a counter's `_total` and a `# UNIT` suffix from names (OTel mode only).
     #[serde(default)]
-    pub trim_metric_suffixes: bool,    /// Probe the endpoint before starting: `fail` (default), `warn`, `off`.
+    pub trim_metric_suffixes: bool,
+    /// Probe the endpoint before starting: `fail` (default), `warn`, `off`.
     #[serde(default)]
     pub startup_check: crate::exporters::probe::StartupCheck,
     /// Also send one real `infertel_canary` data point at startup (default off).
@@ -79,21 +73,14 @@ pub fn validate_common(
 ) -> Result<(), String> {
     for (k, v) in headers {
         if RESERVED_HEADERS.contains(&k.to_ascii_lowercase().as_str()) {
-            return Err(format!(
-                "headers: {k:?} is set by the OTLP protocol and cannot be overridden"
-            ));
+            return Err(format!("headers: {k:?} is set by the OTLP protocol and cannot be overridden"));
         }
         reqwest::header::HeaderName::from_bytes(k.as_bytes())
             .map_err(|_| format!("headers: {k:?} is not a valid header name"))?;
-        reqwest::header::HeaderValue::from_str(v).map_err(|_| {
-            format!("headers: value of {k:?} has characters not allowed in a header")
-        })?;
+        reqwest::header::HeaderValue::from_str(v)
+            .map_err(|_| format!("headers: value of {k:?} has characters not allowed in a header"))?;
     }
-    if auth.is_some()
-        && headers
-            .keys()
-            .any(|k| k.eq_ignore_ascii_case("authorization"))
-    {
+    if auth.is_some() && headers.keys().any(|k| k.eq_ignore_ascii_case("authorization")) {
         return Err("set either auth.authenticator or an Authorization header, not both".into());
     }
     retry.validate()?;
@@ -128,15 +115,11 @@ impl OtlpConfig {
     pub fn validate(&self) -> Result<(), String> {
         self.uri()?;
         if self.tls.insecure_skip_verify {
-            return Err("tls.insecure_skip_verify is not supported by the gRPC exporter; set tls.ca_file instead".into());
+            return Err(
+                "tls.insecure_skip_verify is not supported by the gRPC exporter; set tls.ca_file instead".into()
+            );
         }
-        validate_common(
-            &self.headers,
-            &self.auth,
-            &self.retry_on_failure,
-            &self.sending_queue,
-            &self.tls,
-        )
+        validate_common(&self.headers, &self.auth, &self.retry_on_failure, &self.sending_queue, &self.tls)
     }
 }
 
@@ -150,31 +133,13 @@ mod tests {
 
     #[test]
     fn endpoint_scheme_and_insecure() {
-        assert_eq!(
-            cfg("endpoint: collector:4317").uri().unwrap(),
-            "https://collector:4317"
-        );
-        assert_eq!(
-            cfg("endpoint: collector:4317\ntls: {insecure: true}")
-                .uri()
-                .unwrap(),
-            "http://collector:4317"
-        );
-        assert_eq!(
-            cfg("endpoint: http://c:4317").uri().unwrap(),
-            "http://c:4317"
-        );
+        assert_eq!(cfg("endpoint: collector:4317").uri().unwrap(), "https://collector:4317");
+        assert_eq!(cfg("endpoint: collector:4317\ntls: {insecure: true}").uri().unwrap(), "http://collector:4317");
+        assert_eq!(cfg("endpoint: http://c:4317").uri().unwrap(), "http://c:4317");
         assert!(cfg("endpoint: ftp://c:4317").validate().is_err());
         assert_eq!(cfg("endpoint: c:1").compression, Compression::Gzip);
-        assert_eq!(
-            cfg("endpoint: c:1\ncompression: zstd").compression,
-            Compression::Zstd
-        );
+        assert_eq!(cfg("endpoint: c:1\ncompression: zstd").compression, Compression::Zstd);
         assert!(serde_yaml::from_str::<OtlpConfig>("endpoint: c:1\ncompression: br").is_err());
-        assert!(
-            cfg("endpoint: c:1\nheaders: {content-type: x}")
-                .validate()
-                .is_err()
-        );
+        assert!(cfg("endpoint: c:1\nheaders: {content-type: x}").validate().is_err());
     }
 }

@@ -21,20 +21,10 @@ pub struct Shared {
 impl Shared {
     pub fn observe(&self, batch: &Batch) {
         if !batch.metadata.is_empty() {
-            self.metadata
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .update(&batch.metadata);
+            self.metadata.lock().unwrap_or_else(|p| p.into_inner()).update(&batch.metadata);
         }
-        if batch
-            .series
-            .iter()
-            .any(|s| s.labels.metric_name() == "target_info")
-        {
-            self.targets
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .update(&batch.series);
+        if batch.series.iter().any(|s| s.labels.metric_name() == "target_info") {
+            self.targets.lock().unwrap_or_else(|p| p.into_inner()).update(&batch.series);
         }
     }
 }
@@ -55,34 +45,16 @@ pub struct RequestBuilder {
 
 impl RequestBuilder {
     pub fn new(trim: bool) -> Self {
-        RequestBuilder {
-            trim,
-            converters: HashMap::new(),
-        }
+        RequestBuilder { trim, converters: HashMap::new() }
     }
 
     pub fn build(&mut self, shared: &Shared, batch: &Batch, naming: Naming) -> Option<Request> {
         let trim = self.trim;
-        let conv = self
-            .converters
-            .entry(naming)
-            .or_insert_with(|| Converter::new(naming, trim));
-        let store = shared
-            .metadata
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let targets = shared
-            .targets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let conv = self.converters.entry(naming).or_insert_with(|| Converter::new(naming, trim));
+        let store = shared.metadata.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let targets = shared.targets.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let body = conv.convert(&batch.series, &store, &targets)?;
         let points = infertel_otlp::data_points(&body);
-        Some(Request {
-            body,
-            samples: batch.sample_count(),
-            points,
-        })
+        Some(Request { body, samples: batch.sample_count(), points })
     }
 }

@@ -60,21 +60,20 @@ pub struct Sender<T: Transport> {
 }
 
 impl<T: Transport> Sender<T> {
-    pub fn new(exporter: String, transport: T, retry: RetryConfig, telemetry: Telemetry, state: Arc<EndpointState>) -> Self {
+    pub fn new(
+        exporter: String,
+        transport: T,
+        retry: RetryConfig,
+        telemetry: Telemetry,
+        state: Arc<EndpointState>,
+    ) -> Self {
         let send_duration = telemetry.histogram(
             "infertel_exporter_send_duration_seconds",
             "Time to send one request (each attempt), seconds.",
             &[("exporter", &exporter)],
             DURATION_BOUNDS,
         );
-        Sender {
-            exporter,
-            transport,
-            retry,
-            telemetry,
-            state,
-            send_duration,
-        }
+        Sender { exporter, transport, retry, telemetry, state, send_duration }
     }
 
     fn failed(&self, status: &str) {
@@ -105,9 +104,7 @@ impl<T: Transport> Sender<T> {
                 Attempt::Ok(partial) => {
                     release(held);
                     self.state.set_up();
-                    if let Some(p) = partial
-                        .filter(|p| p.rejected_data_points != 0 || !p.error_message.is_empty())
-                    {
+                    if let Some(p) = partial.filter(|p| p.rejected_data_points != 0 || !p.error_message.is_empty()) {
                         self.telemetry
                             .counter(
                                 "infertel_exporter_rejected_points_total",
@@ -133,7 +130,12 @@ impl<T: Transport> Sender<T> {
                     }
                     held += 1;
                     let protocol = if status.parse::<u16>().is_ok() { Protocol::OtlpHttp } else { Protocol::OtlpGrpc };
-                    self.state.pause(&probe::classify_status_str(&status, &message, self.transport.endpoint(), protocol));
+                    self.state.pause(&probe::classify_status_str(
+                        &status,
+                        &message,
+                        self.transport.endpoint(),
+                        protocol,
+                    ));
                     if !self.state.sleep_unless_stopping(self.state.backoff(held)).await {
                         release(held);
                         tracing::error!(exporter = %self.exporter, endpoint = %self.state.endpoint, "shutdown while paused: dropping {} held samples ({status})", req.samples);
@@ -152,11 +154,7 @@ impl<T: Transport> Sender<T> {
                     );
                     return Some("rejected");
                 }
-                Attempt::Retry {
-                    status,
-                    delay,
-                    message,
-                } => {
+                Attempt::Retry { status, delay, message } => {
                     self.failed(&status);
                     tracing::warn!(exporter = %self.exporter, endpoint = %self.transport.endpoint(), status = %status, attempt, "OTLP export failed, will retry: {message}");
                     delay
@@ -170,9 +168,7 @@ impl<T: Transport> Sender<T> {
             attempt += 1;
             let backoff = self.retry.backoff(attempt);
             // A server-given delay is waited at least (capped by max_interval).
-            let wait = hint
-                .map(|h| h.min(self.retry.max_interval.get()).max(backoff))
-                .unwrap_or(backoff);
+            let wait = hint.map(|h| h.min(self.retry.max_interval.get()).max(backoff)).unwrap_or(backoff);
             let max = self.retry.max_elapsed_time.get();
             if !max.is_zero() && started.elapsed() + wait > max {
                 release(held);
@@ -224,10 +220,7 @@ struct ProtoDuration {
 /// The `RetryInfo.retry_delay` in a serialized `google.rpc.Status`, if any.
 pub fn retry_info(details: &[u8]) -> Option<Duration> {
     let st = RpcStatus::decode(details).ok()?;
-    let any = st
-        .details
-        .iter()
-        .find(|a| a.type_url.ends_with("/google.rpc.RetryInfo"))?;
+    let any = st.details.iter().find(|a| a.type_url.ends_with("/google.rpc.RetryInfo"))?;
     let ri = RetryInfo::decode(&any.value[..]).ok()?;
     let d = ri.retry_delay.unwrap_or_default();
     Some(Duration::from_secs(d.seconds.max(0) as u64) + Duration::from_nanos(d.nanos.max(0) as u64))
@@ -235,10 +228,7 @@ pub fn retry_info(details: &[u8]) -> Option<Duration> {
 
 /// The message of a serialized `google.rpc.Status` (an OTLP/HTTP error body).
 pub fn status_message(body: &[u8]) -> Option<String> {
-    RpcStatus::decode(body)
-        .ok()
-        .map(|s| s.message)
-        .filter(|m| !m.is_empty())
+    RpcStatus::decode(body).ok().map(|s| s.message).filter(|m| !m.is_empty())
 }
 
 /// The spec's table: what a gRPC status means for a retry.
@@ -250,21 +240,10 @@ pub fn classify_grpc(status: &tonic::Status) -> Attempt {
     let info = retry_info(status.details());
     match code {
         Cancelled | DeadlineExceeded | Aborted | OutOfRange | Unavailable | DataLoss => {
-            Attempt::Retry {
-                status: name,
-                delay: info,
-                message,
-            }
+            Attempt::Retry { status: name, delay: info, message }
         }
-        ResourceExhausted if info.is_some() => Attempt::Retry {
-            status: name,
-            delay: info,
-            message,
-        },
-        _ => Attempt::Fail {
-            status: name,
-            message,
-        },
+        ResourceExhausted if info.is_some() => Attempt::Retry { status: name, delay: info, message },
+        _ => Attempt::Fail { status: name, message },
     }
 }
 
@@ -275,10 +254,7 @@ pub struct GrpcTransport {
     channel: Endpoint,
     compression: Compression,
     client: std::sync::OnceLock<MetricsServiceClient<Channel>>,
-    metadata: Vec<(
-        MetadataKey<tonic::metadata::Ascii>,
-        MetadataValue<tonic::metadata::Ascii>,
-    )>,
+    metadata: Vec<(MetadataKey<tonic::metadata::Ascii>, MetadataValue<tonic::metadata::Ascii>)>,
     auth: Option<ExtensionConfig>,
     timeout: Duration,
 }
@@ -291,26 +267,20 @@ impl GrpcTransport {
             .map_err(|e| format!("endpoint {uri:?}: {e}"))?
             .timeout(cfg.timeout.get())
             .connect_timeout(cfg.timeout.get())
-            .user_agent(format!(
-                "{} OTel-OTLP-Exporter-Rust",
-                crate::http::user_agent()
-            ))
+            .user_agent(format!("{} OTel-OTLP-Exporter-Rust", crate::http::user_agent()))
             .map_err(|e| format!("user agent: {e}"))?;
         if uri.starts_with("https://") {
             let mut tls = ClientTlsConfig::new();
             match &cfg.tls.ca_file {
                 Some(ca) => {
-                    let pem = std::fs::read(ca)
-                        .map_err(|e| format!("tls.ca_file {}: {e}", ca.display()))?;
+                    let pem = std::fs::read(ca).map_err(|e| format!("tls.ca_file {}: {e}", ca.display()))?;
                     tls = tls.ca_certificate(tonic::transport::Certificate::from_pem(pem));
                 }
                 None => tls = tls.with_native_roots(),
             }
             if let (Some(c), Some(k)) = (&cfg.tls.cert_file, &cfg.tls.key_file) {
-                let cert =
-                    std::fs::read(c).map_err(|e| format!("tls.cert_file {}: {e}", c.display()))?;
-                let key =
-                    std::fs::read(k).map_err(|e| format!("tls.key_file {}: {e}", k.display()))?;
+                let cert = std::fs::read(c).map_err(|e| format!("tls.cert_file {}: {e}", c.display()))?;
+                let key = std::fs::read(k).map_err(|e| format!("tls.key_file {}: {e}", k.display()))?;
                 tls = tls.identity(tonic::transport::Identity::from_pem(cert, key));
             }
             if let Some(sn) = &cfg.tls.server_name_override {
@@ -376,9 +346,7 @@ impl GrpcTransport {
                     Ok((name, v)) => {
                         if let (Ok(k), Some(v)) = (
                             MetadataKey::from_bytes(name.to_ascii_lowercase().as_bytes()),
-                            v.to_str()
-                                .ok()
-                                .and_then(|v| MetadataValue::try_from(v).ok()),
+                            v.to_str().ok().and_then(|v| MetadataValue::try_from(v).ok()),
                         ) {
                             r.metadata_mut().insert(k, v);
                         }
@@ -417,18 +385,9 @@ mod tests {
     use super::*;
 
     fn details(delay: Option<(i64, i32)>) -> Vec<u8> {
-        let mut st = RpcStatus {
-            code: 8,
-            message: "slow down".into(),
-            details: vec![],
-        };
+        let mut st = RpcStatus { code: 8, message: "slow down".into(), details: vec![] };
         if let Some((s, n)) = delay {
-            let ri = RetryInfo {
-                retry_delay: Some(ProtoDuration {
-                    seconds: s,
-                    nanos: n,
-                }),
-            };
+            let ri = RetryInfo { retry_delay: Some(ProtoDuration { seconds: s, nanos: n }) };
             st.details.push(ProtoAny {
                 type_url: "type.googleapis.com/google.rpc.RetryInfo".into(),
                 value: ri.encode_to_vec(),
@@ -447,18 +406,8 @@ mod tests {
     #[test]
     fn grpc_codes_follow_the_spec_table() {
         use tonic::Code::*;
-        for c in [
-            Cancelled,
-            DeadlineExceeded,
-            Aborted,
-            OutOfRange,
-            Unavailable,
-            DataLoss,
-        ] {
-            assert!(
-                is_retry(&classify_grpc(&tonic::Status::new(c, "x"))).is_some(),
-                "{c:?} is retryable"
-            );
+        for c in [Cancelled, DeadlineExceeded, Aborted, OutOfRange, Unavailable, DataLoss] {
+            assert!(is_retry(&classify_grpc(&tonic::Status::new(c, "x"))).is_some(), "{c:?} is retryable");
         }
         for c in [
             Unknown,
@@ -472,26 +421,13 @@ mod tests {
             Internal,
             ResourceExhausted,
         ] {
-            assert!(
-                is_retry(&classify_grpc(&tonic::Status::new(c, "x"))).is_none(),
-                "{c:?} is not retryable"
-            );
+            assert!(is_retry(&classify_grpc(&tonic::Status::new(c, "x"))).is_none(), "{c:?} is not retryable");
         }
-        let st = tonic::Status::with_details(
-            ResourceExhausted,
-            "slow down",
-            details(Some((2, 500_000_000))).into(),
-        );
-        assert_eq!(
-            is_retry(&classify_grpc(&st)),
-            Some(Some(Duration::from_millis(2500)))
-        );
+        let st = tonic::Status::with_details(ResourceExhausted, "slow down", details(Some((2, 500_000_000))).into());
+        assert_eq!(is_retry(&classify_grpc(&st)), Some(Some(Duration::from_millis(2500))));
         let st = tonic::Status::with_details(ResourceExhausted, "no info", details(None).into());
         assert!(is_retry(&classify_grpc(&st)).is_none());
         let st = tonic::Status::with_details(Unavailable, "x", details(Some((1, 0))).into());
-        assert_eq!(
-            is_retry(&classify_grpc(&st)),
-            Some(Some(Duration::from_secs(1)))
-        );
+        assert_eq!(is_retry(&classify_grpc(&st)), Some(Some(Duration::from_secs(1))));
     }
 }

@@ -35,11 +35,7 @@ impl<T: Transport> Deliver for OtlpDeliver<T> {
     }
 
     fn shard_key(&self, s: &Series, naming: Naming) -> u64 {
-        let store = self
-            .shared
-            .metadata
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let store = self.shared.metadata.lock().unwrap_or_else(|p| p.into_inner());
         Converter::shard_key(&store, naming, s)
     }
 
@@ -68,10 +64,14 @@ impl<T: Transport> Deliver for OtlpDeliver<T> {
             if !canary || !r.is_ok() {
                 return r;
             }
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis() as i64;
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis()
+                as i64;
             let batch = Batch {
                 series: vec![Series {
-                    labels: infertel_model::Labels::from_pairs([("__name__", "infertel_canary"), ("exporter", self.sender.exporter.as_str())]),
+                    labels: infertel_model::Labels::from_pairs([
+                        ("__name__", "infertel_canary"),
+                        ("exporter", self.sender.exporter.as_str()),
+                    ]),
                     samples: vec![infertel_model::Sample { timestamp_ms: now, value: 1.0 }],
                 }],
                 metadata: vec![],
@@ -82,7 +82,8 @@ impl<T: Transport> Deliver for OtlpDeliver<T> {
             if c.is_ok() {
                 c.message = format!("{} (canary point infertel_canary written)", c.message);
             } else {
-                c.message = format!("the empty request passed but the canary point infertel_canary did not: {}", c.message);
+                c.message =
+                    format!("the empty request passed but the canary point infertel_canary did not: {}", c.message);
             }
             c
         })
@@ -102,26 +103,17 @@ pub fn new_exporter(
     cfg.validate()?;
     let transport = GrpcTransport::new(&cfg, auth)?;
     let endpoint = crate::exporters::probe::redact_url(transport.endpoint());
-    let state = EndpointState::new(&id, transport.endpoint(), cfg.startup_check, cfg.canary, cfg.retry_on_failure.clone(), &telemetry);
-    let sender = Sender::new(
-        id.clone(),
-        transport,
+    let state = EndpointState::new(
+        &id,
+        transport.endpoint(),
+        cfg.startup_check,
+        cfg.canary,
         cfg.retry_on_failure.clone(),
-        telemetry.clone(),
-        state.clone(),
+        &telemetry,
     );
-    let deliver = OtlpDeliver {
-        sender,
-        shared: Shared::default(),
-        trim: cfg.trim_metric_suffixes,
-    };
-    let q = SendingQueue::new(
-        id,
-        endpoint,
-        cfg.sending_queue.clone(),
-        deliver,
-        telemetry,
-    );
+    let sender = Sender::new(id.clone(), transport, cfg.retry_on_failure.clone(), telemetry.clone(), state.clone());
+    let deliver = OtlpDeliver { sender, shared: Shared::default(), trim: cfg.trim_metric_suffixes };
+    let q = SendingQueue::new(id, endpoint, cfg.sending_queue.clone(), deliver, telemetry);
     q.set_endpoint_state(state);
     Ok(q)
 }

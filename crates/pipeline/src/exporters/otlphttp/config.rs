@@ -27,7 +27,8 @@ pub struct OtlpHttpConfig {
     #[serde(default)]
     pub sending_queue: QueueConfig,
     #[serde(default)]
-    pub trim_metric_suffixes: bool,    /// Probe the endpoint before starting: `fail` (default), `warn`, `off`.
+    pub trim_metric_suffixes: bool,
+    /// Probe the endpoint before starting: `fail` (default), `warn`, `off`.
     #[serde(default)]
     pub startup_check: crate::exporters::probe::StartupCheck,
     /// Also send one real `infertel_canary` data point at startup (default off).
@@ -39,27 +40,19 @@ pub struct OtlpHttpConfig {
 /// path that already ends in `/v1/metrics`.
 pub fn metrics_url(base: &str) -> String {
     let b = base.trim_end_matches('/');
-    if b.ends_with("/v1/metrics") {
-        b.to_string()
-    } else {
-        format!("{b}/v1/metrics")
-    }
+    if b.ends_with("/v1/metrics") { b.to_string() } else { format!("{b}/v1/metrics") }
 }
 
 impl OtlpHttpConfig {
     pub fn url(&self) -> Result<String, String> {
-        let u =
-            match (&self.metrics_endpoint, &self.endpoint) {
-                (Some(m), _) if !m.is_empty() => {
-                    // As given; only an empty path becomes "/" (url does that).
-                    m.clone()
-                }
-                (_, Some(e)) if !e.is_empty() => metrics_url(e),
-                _ => return Err(
-                    "set endpoint (base URL, e.g. https://otlp.example:4318) or metrics_endpoint"
-                        .into(),
-                ),
-            };
+        let u = match (&self.metrics_endpoint, &self.endpoint) {
+            (Some(m), _) if !m.is_empty() => {
+                // As given; only an empty path becomes "/" (url does that).
+                m.clone()
+            }
+            (_, Some(e)) if !e.is_empty() => metrics_url(e),
+            _ => return Err("set endpoint (base URL, e.g. https://otlp.example:4318) or metrics_endpoint".into()),
+        };
         let parsed = url::Url::parse(&u).map_err(|e| format!("endpoint {u:?}: {e}"))?;
         if parsed.scheme() != "http" && parsed.scheme() != "https" {
             return Err(format!("endpoint {u:?}: scheme must be http or https"));
@@ -67,22 +60,12 @@ impl OtlpHttpConfig {
         if parsed.host_str().is_none_or(str::is_empty) {
             return Err(format!("endpoint {u:?}: no host"));
         }
-        Ok(if parsed.path().is_empty() {
-            parsed.to_string()
-        } else {
-            u
-        })
+        Ok(if parsed.path().is_empty() { parsed.to_string() } else { u })
     }
 
     pub fn validate(&self) -> Result<(), String> {
         self.url()?;
-        validate_common(
-            &self.headers,
-            &self.auth,
-            &self.retry_on_failure,
-            &self.sending_queue,
-            &self.tls,
-        )
+        validate_common(&self.headers, &self.auth, &self.retry_on_failure, &self.sending_queue, &self.tls)
     }
 }
 
@@ -96,32 +79,13 @@ mod tests {
 
     #[test]
     fn v1_metrics_is_appended_never_doubled() {
+        assert_eq!(cfg("endpoint: https://x.example:443").url().unwrap(), "https://x.example:443/v1/metrics");
+        assert_eq!(cfg("endpoint: https://x.example/").url().unwrap(), "https://x.example/v1/metrics");
+        assert_eq!(cfg("endpoint: https://x.example/otlp").url().unwrap(), "https://x.example/otlp/v1/metrics");
+        assert_eq!(cfg("endpoint: https://x.example/v1/metrics").url().unwrap(), "https://x.example/v1/metrics");
+        assert_eq!(cfg("endpoint: https://x.example/v1/metrics/").url().unwrap(), "https://x.example/v1/metrics");
         assert_eq!(
-            cfg("endpoint: https://x.example:443").url().unwrap(),
-            "https://x.example:443/v1/metrics"
-        );
-        assert_eq!(
-            cfg("endpoint: https://x.example/").url().unwrap(),
-            "https://x.example/v1/metrics"
-        );
-        assert_eq!(
-            cfg("endpoint: https://x.example/otlp").url().unwrap(),
-            "https://x.example/otlp/v1/metrics"
-        );
-        assert_eq!(
-            cfg("endpoint: https://x.example/v1/metrics").url().unwrap(),
-            "https://x.example/v1/metrics"
-        );
-        assert_eq!(
-            cfg("endpoint: https://x.example/v1/metrics/")
-                .url()
-                .unwrap(),
-            "https://x.example/v1/metrics"
-        );
-        assert_eq!(
-            cfg("metrics_endpoint: http://h:1/custom/path\nendpoint: http://ignored")
-                .url()
-                .unwrap(),
+            cfg("metrics_endpoint: http://h:1/custom/path\nendpoint: http://ignored").url().unwrap(),
             "http://h:1/custom/path"
         );
         assert!(cfg("headers: {}").validate().is_err());

@@ -37,10 +37,8 @@ pub fn compress(body: Vec<u8>, c: Compression) -> std::io::Result<Vec<u8>> {
     match c {
         Compression::None => Ok(body),
         Compression::Gzip => {
-            let mut e = flate2::write::GzEncoder::new(
-                Vec::with_capacity(body.len() / 4),
-                flate2::Compression::default(),
-            );
+            let mut e =
+                flate2::write::GzEncoder::new(Vec::with_capacity(body.len() / 4), flate2::Compression::default());
             e.write_all(&body)?;
             e.finish()
         }
@@ -52,14 +50,8 @@ fn snippet(b: &[u8]) -> String {
     if let Some(m) = status_message(b) {
         return m;
     }
-    let t = String::from_utf8_lossy(&b[..b.len().min(512)])
-        .trim()
-        .to_string();
-    if t.is_empty() {
-        "(empty body)".into()
-    } else {
-        t
-    }
+    let t = String::from_utf8_lossy(&b[..b.len().min(512)]).trim().to_string();
+    if t.is_empty() { "(empty body)".into() } else { t }
 }
 
 impl HttpTransport {
@@ -76,10 +68,7 @@ impl HttpTransport {
             let body = match compress(raw, self.compression) {
                 Ok(b) => b,
                 Err(e) => {
-                    return Err(Attempt::Fail {
-                        status: "encode".into(),
-                        message: e.to_string(),
-                    });
+                    return Err(Attempt::Fail { status: "encode".into(), message: e.to_string() });
                 }
             };
             let mut r = self
@@ -87,10 +76,7 @@ impl HttpTransport {
                 .post(&self.url)
                 .headers(self.headers.clone())
                 .header(reqwest::header::CONTENT_TYPE, "application/x-protobuf")
-                .header(
-                    reqwest::header::USER_AGENT,
-                    format!("{} OTel-OTLP-Exporter-Rust", crate::http::user_agent()),
-                );
+                .header(reqwest::header::USER_AGENT, format!("{} OTel-OTLP-Exporter-Rust", crate::http::user_agent()));
             if let Some(enc) = self.compression.header() {
                 r = r.header(reqwest::header::CONTENT_ENCODING, enc);
             }
@@ -101,7 +87,9 @@ impl HttpTransport {
                             r = r.header(n, v);
                         }
                     }
-                    Err(e) => tracing::error!(endpoint = %probe::redact_url(&self.url), "authenticator: {}", probe::redact_text(&e)),
+                    Err(e) => {
+                        tracing::error!(endpoint = %probe::redact_url(&self.url), "authenticator: {}", probe::redact_text(&e))
+                    }
                 }
             }
             Ok(r.body(body))
@@ -144,49 +132,26 @@ impl Transport for HttpTransport {
                 Ok(resp) => resp,
                 Err(e) => {
                     let status = if e.is_timeout() { "timeout" } else { "network" };
-                    return Attempt::Retry {
-                        status: status.into(),
-                        delay: None,
-                        message: describe_error(&e),
-                    };
+                    return Attempt::Retry { status: status.into(), delay: None, message: describe_error(&e) };
                 }
             };
             let status = resp.status().as_u16();
-            let hint = resp
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(retry_after);
-            let too_big = resp
-                .content_length()
-                .is_some_and(|n| n as usize > MAX_RESPONSE);
-            let bytes = if too_big {
-                Default::default()
-            } else {
-                resp.bytes().await.unwrap_or_default()
-            };
+            let hint =
+                resp.headers().get(reqwest::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(retry_after);
+            let too_big = resp.content_length().is_some_and(|n| n as usize > MAX_RESPONSE);
+            let bytes = if too_big { Default::default() } else { resp.bytes().await.unwrap_or_default() };
             if too_big || bytes.len() > MAX_RESPONSE {
-                return Attempt::Fail {
-                    status: status.to_string(),
-                    message: "response over the 4 MiB cap".into(),
-                };
+                return Attempt::Fail { status: status.to_string(), message: "response over the 4 MiB cap".into() };
             }
             match status {
                 200..=299 => {
-                    let partial = ExportMetricsServiceResponse::decode(&bytes[..])
-                        .ok()
-                        .and_then(|r| r.partial_success);
+                    let partial = ExportMetricsServiceResponse::decode(&bytes[..]).ok().and_then(|r| r.partial_success);
                     Attempt::Ok(partial)
                 }
-                429 | 502 | 503 | 504 => Attempt::Retry {
-                    status: status.to_string(),
-                    delay: hint,
-                    message: snippet(&bytes),
-                },
-                _ => Attempt::Fail {
-                    status: status.to_string(),
-                    message: snippet(&bytes),
-                },
+                429 | 502 | 503 | 504 => {
+                    Attempt::Retry { status: status.to_string(), delay: hint, message: snippet(&bytes) }
+                }
+                _ => Attempt::Fail { status: status.to_string(), message: snippet(&bytes) },
             }
         })
     }
@@ -202,9 +167,7 @@ mod tests {
         let body = b"hello otlp hello otlp hello otlp".to_vec();
         let gz = compress(body.clone(), Compression::Gzip).unwrap();
         let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&gz[..])
-            .read_to_end(&mut out)
-            .unwrap();
+        flate2::read::GzDecoder::new(&gz[..]).read_to_end(&mut out).unwrap();
         assert_eq!(out, body);
         let z = compress(body.clone(), Compression::Zstd).unwrap();
         assert_eq!(zstd::decode_all(&z[..]).unwrap(), body);

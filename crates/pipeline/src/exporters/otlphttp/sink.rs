@@ -30,26 +30,18 @@ pub fn new_exporter(
         auth,
         compression: cfg.compression,
     };
-    let state = crate::exporters::probe::EndpointState::new(&id, &url, cfg.startup_check, cfg.canary, cfg.retry_on_failure.clone(), &telemetry);
-    let sender = Sender::new(
-        id.clone(),
-        transport,
+    let state = crate::exporters::probe::EndpointState::new(
+        &id,
+        &url,
+        cfg.startup_check,
+        cfg.canary,
         cfg.retry_on_failure.clone(),
-        telemetry.clone(),
-        state.clone(),
+        &telemetry,
     );
-    let deliver = OtlpDeliver {
-        sender,
-        shared: Shared::default(),
-        trim: cfg.trim_metric_suffixes,
-    };
-    let q = SendingQueue::new(
-        id,
-        crate::exporters::probe::redact_url(&url),
-        cfg.sending_queue.clone(),
-        deliver,
-        telemetry,
-    );
+    let sender = Sender::new(id.clone(), transport, cfg.retry_on_failure.clone(), telemetry.clone(), state.clone());
+    let deliver = OtlpDeliver { sender, shared: Shared::default(), trim: cfg.trim_metric_suffixes };
+    let q =
+        SendingQueue::new(id, crate::exporters::probe::redact_url(&url), cfg.sending_queue.clone(), deliver, telemetry);
     q.set_endpoint_state(state);
     Ok(q)
 }

@@ -8,7 +8,8 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// Headers the protocol owns; user `headers` may not override them.
-pub const RESERVED_HEADERS: &[&str] = &["content-encoding", "content-type", "x-prometheus-remote-write-version", "user-agent"];
+pub const RESERVED_HEADERS: &[&str] =
+    &["content-encoding", "content-type", "x-prometheus-remote-write-version", "user-agent"];
 
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
@@ -57,9 +58,10 @@ impl RemoteWriteConfig {
 
     pub fn validate(&self) -> Result<(), String> {
         if let Some((_, after)) = self.endpoint.split_once("://")
-            && (after.is_empty() || after.starts_with('/')) {
-                return Err(format!("endpoint {:?}: no host (is an environment variable in it empty?)", self.endpoint));
-            }
+            && (after.is_empty() || after.starts_with('/'))
+        {
+            return Err(format!("endpoint {:?}: no host (is an environment variable in it empty?)", self.endpoint));
+        }
         let url = url::Url::parse(&self.endpoint).map_err(|e| format!("endpoint {:?}: {e}", self.endpoint))?;
         if url.scheme() != "http" && url.scheme() != "https" {
             return Err(format!("endpoint {:?}: scheme must be http or https", self.endpoint));
@@ -71,10 +73,12 @@ impl RemoteWriteConfig {
             if RESERVED_HEADERS.contains(&k.to_ascii_lowercase().as_str()) {
                 return Err(format!("headers: {k:?} is set by the remote-write protocol and cannot be overridden"));
             }
-            reqwest::header::HeaderName::from_bytes(k.as_bytes()).map_err(|_| format!("headers: {k:?} is not a valid header name"))?;
+            reqwest::header::HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| format!("headers: {k:?} is not a valid header name"))?;
         }
         for (k, v) in &self.headers {
-            reqwest::header::HeaderValue::from_str(v).map_err(|_| format!("headers: value of {k:?} has characters not allowed in a header"))?;
+            reqwest::header::HeaderValue::from_str(v)
+                .map_err(|_| format!("headers: value of {k:?} has characters not allowed in a header"))?;
         }
         if self.max_batch_size_bytes.0 == 0 {
             return Err("max_batch_size_bytes must be greater than 0".into());

@@ -11,4 +11,4 @@ pub mod request_builder;
 pub mod service;
 pub mod sink;
 
-pub use sink::{new_exporter, RemoteWriteExporter};
+pub use sink::{RemoteWriteExporter, new_exporter};

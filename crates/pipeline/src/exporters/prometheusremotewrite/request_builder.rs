@@ -97,14 +97,22 @@ mod tests {
     fn series(n: usize) -> Vec<Series> {
         (0..n)
             .map(|i| Series {
-                labels: Labels::from_pairs([("__name__", "vllm:num_requests_running"), ("pod", &format!("vllm-{i:03}"))]),
+                labels: Labels::from_pairs([
+                    ("__name__", "vllm:num_requests_running"),
+                    ("pod", &format!("vllm-{i:03}")),
+                ]),
                 samples: vec![Sample { timestamp_ms: 1000 + i as i64, value: i as f64 }],
             })
             .collect()
     }
 
     fn meta() -> Vec<Metadata> {
-        vec![Metadata { family: "vllm:num_requests_running".into(), kind: MetricType::Gauge, help: "Running.".into(), unit: "".into() }]
+        vec![Metadata {
+            family: "vllm:num_requests_running".into(),
+            kind: MetricType::Gauge,
+            help: "Running.".into(),
+            unit: "".into(),
+        }]
     }
 
     #[test]
@@ -141,12 +149,15 @@ mod tests {
         let again = infertel_remote_write::decode(&b.build(series(2), &meta()).unwrap()[0].body).unwrap();
         assert!(again.metadata.is_empty(), "not resent within a minute");
         let mut off = RequestBuilder::new(1 << 20, false, vec![]);
-        assert!(infertel_remote_write::decode(&off.build(series(2), &meta()).unwrap()[0].body).unwrap().metadata.is_empty());
+        assert!(
+            infertel_remote_write::decode(&off.build(series(2), &meta()).unwrap()[0].body).unwrap().metadata.is_empty()
+        );
     }
 
     #[test]
     fn external_labels_fill_in_but_never_override() {
-        let mut b = RequestBuilder::new(1 << 20, false, vec![Label::new("cluster", "gpu-a"), Label::new("pod", "nope")]);
+        let mut b =
+            RequestBuilder::new(1 << 20, false, vec![Label::new("cluster", "gpu-a"), Label::new("pod", "nope")]);
         let w = infertel_remote_write::decode(&b.build(series(1), &[]).unwrap()[0].body).unwrap();
         let (s, _) = infertel_remote_write::to_model(&w);
         assert_eq!(s[0].labels.get("cluster"), Some("gpu-a"));

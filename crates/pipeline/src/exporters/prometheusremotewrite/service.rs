@@ -9,10 +9,10 @@
 
 use super::request_builder::Request;
 use crate::exporters::probe::{self, EndpointState, Protocol};
-use crate::exporters::shared::{retry_after, RetryConfig};
+use crate::exporters::shared::{RetryConfig, retry_after};
 use crate::extensions::ExtensionConfig;
 use crate::http::describe_error;
-use crate::telemetry::{Counter, Histogram, Telemetry, DURATION_BOUNDS};
+use crate::telemetry::{Counter, DURATION_BOUNDS, Histogram, Telemetry};
 use infertel_remote_write::{CONTENT_ENCODING, CONTENT_TYPE, VERSION, VERSION_HEADER};
 use reqwest::header::{HeaderMap, HeaderName};
 use std::sync::Arc;
@@ -61,13 +61,23 @@ pub fn explain_status(status: u16, endpoint: &str) -> &'static str {
     match status {
         400 => "the receiver rejected the data as invalid (out-of-order or duplicate samples, bad labels)",
         401 => "credentials were rejected: check the Authorization header or authenticator",
-        403 if es => "authenticated but not allowed to write: the Elasticsearch API key needs write privileges on the metrics-* data streams",
+        403 if es => {
+            "authenticated but not allowed to write: the Elasticsearch API key needs write privileges on the metrics-* data streams"
+        }
         403 => "authenticated but not allowed to write: the credentials lack write permission",
-        404 if es => "nothing at this URL: remote write lives on the Elasticsearch API host (not the OTLP/ingest host), under /_prometheus/...",
-        404 => "nothing at this URL: wrong host or path (Prometheus needs --web.enable-remote-write-receiver and /api/v1/write)",
-        405 => "the URL does not accept POST: wrong path (a UI, query or health URL rather than the write endpoint; Prometheus: /api/v1/write)",
+        404 if es => {
+            "nothing at this URL: remote write lives on the Elasticsearch API host (not the OTLP/ingest host), under /_prometheus/..."
+        }
+        404 => {
+            "nothing at this URL: wrong host or path (Prometheus needs --web.enable-remote-write-receiver and /api/v1/write)"
+        }
+        405 => {
+            "the URL does not accept POST: wrong path (a UI, query or health URL rather than the write endpoint; Prometheus: /api/v1/write)"
+        }
         413 => "request too large: lower max_batch_size_bytes",
-        415 => "the receiver does not accept Remote-Write 1.0 (protobuf + snappy, X-Prometheus-Remote-Write-Version 0.1.0): check the receiver speaks remote write 1.0 at this path",
+        415 => {
+            "the receiver does not accept Remote-Write 1.0 (protobuf + snappy, X-Prometheus-Remote-Write-Version 0.1.0): check the receiver speaks remote write 1.0 at this path"
+        }
         _ => "the receiver refused the request",
     }
 }
@@ -149,7 +159,11 @@ impl RemoteWriteService {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
                     self.failed(&status.to_string()).inc();
-                    wait_hint = resp.headers().get(reqwest::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(retry_after);
+                    wait_hint = resp
+                        .headers()
+                        .get(reqwest::header::RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(retry_after);
                     let body = resp.text().await.unwrap_or_default();
                     if probe::holds(&status.to_string()) {
                         if held == 0 {
@@ -192,7 +206,9 @@ impl RemoteWriteService {
                 return Outcome::Dropped("retry_disabled");
             }
             attempt += 1;
-            let wait = wait_hint.map(|h| h.min(self.retry.max_interval.get()).max(self.retry.backoff(attempt))).unwrap_or_else(|| self.retry.backoff(attempt));
+            let wait = wait_hint
+                .map(|h| h.min(self.retry.max_interval.get()).max(self.retry.backoff(attempt)))
+                .unwrap_or_else(|| self.retry.backoff(attempt));
             let max = self.retry.max_elapsed_time.get();
             if !max.is_zero() && started.elapsed() + wait > max {
                 if held > 0 {
@@ -228,7 +244,10 @@ mod tests {
     #[test]
     fn snippet_is_one_line_and_bounded() {
         let html = "<html>\r\n<head><title>401 Authorization Required</title></head>\n<body>\n</body>\n</html>\n";
-        assert_eq!(snippet(html), "<html> <head><title>401 Authorization Required</title></head> <body> </body> </html>");
+        assert_eq!(
+            snippet(html),
+            "<html> <head><title>401 Authorization Required</title></head> <body> </body> </html>"
+        );
         let long = "é".repeat(400);
         let s = snippet(&long);
         assert!(s.ends_with('…') && s.len() <= 512 + '…'.len_utf8(), "{}", s.len());

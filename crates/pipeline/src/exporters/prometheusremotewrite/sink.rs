@@ -5,12 +5,12 @@
 //! write always keeps Prometheus names, so the naming mode is ignored.
 
 use super::config::RemoteWriteConfig;
+use super::request_builder::Request;
 use super::request_builder::RequestBuilder;
 use super::service::{Outcome, RemoteWriteService};
 use crate::consumer::BoxFuture;
 use crate::exporters::probe::{EndpointState, ProbeResult};
 use crate::exporters::queue::{Deliver, Delivered, SendingQueue};
-use super::request_builder::Request;
 use crate::extensions::ExtensionConfig;
 use crate::telemetry::Telemetry;
 use infertel_model::{Batch, Label};
@@ -28,24 +28,16 @@ pub type RemoteWriteExporter = SendingQueue<RemoteWriteDeliver>;
 
 impl RemoteWriteDeliver {
     fn external(&self) -> Vec<Label> {
-        self.cfg
-            .external_labels
-            .iter()
-            .map(|(k, v)| Label::new(k.as_str(), v.as_str()))
-            .collect()
+        self.cfg.external_labels.iter().map(|(k, v)| Label::new(k.as_str(), v.as_str())).collect()
     }
 }
 
 /// Configured headers as a map (Authorization marked sensitive).
-pub fn header_map(
-    headers: &std::collections::BTreeMap<String, String>,
-) -> Result<HeaderMap, String> {
+pub fn header_map(headers: &std::collections::BTreeMap<String, String>) -> Result<HeaderMap, String> {
     let mut out = HeaderMap::new();
     for (k, v) in headers {
-        let name = HeaderName::from_bytes(k.as_bytes())
-            .map_err(|_| format!("headers: invalid name {k:?}"))?;
-        let mut value =
-            HeaderValue::from_str(v).map_err(|_| format!("headers: invalid value for {k:?}"))?;
+        let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| format!("headers: invalid name {k:?}"))?;
+        let mut value = HeaderValue::from_str(v).map_err(|_| format!("headers: invalid value for {k:?}"))?;
         if name == reqwest::header::AUTHORIZATION {
             value.set_sensitive(true);
         }
@@ -64,7 +56,14 @@ pub fn new_exporter(
     cfg.validate()?;
     let client = crate::http::build_client(&cfg.tls.settings(), Some(cfg.timeout.get()))?;
     let headers = header_map(&cfg.headers)?;
-    let state = EndpointState::new(&id, &cfg.endpoint, cfg.startup_check, cfg.canary(), cfg.retry_on_failure.clone(), &telemetry);
+    let state = EndpointState::new(
+        &id,
+        &cfg.endpoint,
+        cfg.startup_check,
+        cfg.canary(),
+        cfg.retry_on_failure.clone(),
+        &telemetry,
+    );
     let service = RemoteWriteService::new(
         id.clone(),
         cfg.endpoint.clone(),
@@ -77,13 +76,7 @@ pub fn new_exporter(
     );
     let endpoint = crate::exporters::probe::redact_url(&cfg.endpoint);
     let queue = cfg.sending_queue.clone();
-    let q = SendingQueue::new(
-        id,
-        endpoint,
-        queue,
-        RemoteWriteDeliver { cfg, service },
-        telemetry,
-    );
+    let q = SendingQueue::new(id, endpoint, queue, RemoteWriteDeliver { cfg, service }, telemetry);
     q.set_endpoint_state(state);
     Ok(q)
 }
@@ -92,11 +85,7 @@ impl Deliver for RemoteWriteDeliver {
     type State = RequestBuilder;
 
     fn new_state(&self) -> RequestBuilder {
-        RequestBuilder::new(
-            self.cfg.max_batch_size_bytes.0 as usize,
-            self.cfg.send_metadata,
-            self.external(),
-        )
+        RequestBuilder::new(self.cfg.max_batch_size_bytes.0 as usize, self.cfg.send_metadata, self.external())
     }
 
     fn deliver<'a>(
@@ -135,9 +124,13 @@ impl Deliver for RemoteWriteDeliver {
             if !canary || !r.is_ok() {
                 return r;
             }
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis() as i64;
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis()
+                as i64;
             let series = infertel_model::Series {
-                labels: infertel_model::Labels::from_pairs([("__name__", "infertel_canary"), ("exporter", self.service.exporter.as_str())]),
+                labels: infertel_model::Labels::from_pairs([
+                    ("__name__", "infertel_canary"),
+                    ("exporter", self.service.exporter.as_str()),
+                ]),
                 samples: vec![infertel_model::Sample { timestamp_ms: now, value: 1.0 }],
             };
             let mut b = self.new_state();
@@ -149,7 +142,10 @@ impl Deliver for RemoteWriteDeliver {
                 if c.is_ok() {
                     c.message = format!("{} (canary sample infertel_canary written)", c.message);
                 } else {
-                    c.message = format!("the empty request passed but the canary sample infertel_canary did not: {}", c.message);
+                    c.message = format!(
+                        "the empty request passed but the canary sample infertel_canary did not: {}",
+                        c.message
+                    );
                 }
                 last = c;
             }

@@ -7,7 +7,7 @@ use crate::consumer::{BoxFuture, Consumer};
 use infertel_model::Batch;
 use serde::Deserialize;
 use std::sync::{Arc, Mutex};
-use tokio::sync::{watch, Notify};
+use tokio::sync::{Notify, watch};
 
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields, default)]
@@ -137,7 +137,10 @@ mod tests {
     fn batch(n: usize) -> Batch {
         Batch {
             series: (0..n)
-                .map(|i| Series { labels: Labels::from_pairs([("__name__", "x"), ("i", &i.to_string())]), samples: vec![Sample { timestamp_ms: 1, value: 1.0 }] })
+                .map(|i| Series {
+                    labels: Labels::from_pairs([("__name__", "x"), ("i", &i.to_string())]),
+                    samples: vec![Sample { timestamp_ms: 1, value: 1.0 }],
+                })
                 .collect(),
             metadata: vec![],
         }

@@ -71,10 +71,7 @@ pub struct ScaleConfig {
 
 impl Default for ScaleConfig {
     fn default() -> Self {
-        ScaleConfig {
-            kv_cache_usage: 0.6,
-            waiting_sustained: Duration::from_millis(120_000),
-        }
+        ScaleConfig { kv_cache_usage: 0.6, waiting_sustained: Duration::from_millis(120_000) }
     }
 }
 
@@ -87,10 +84,7 @@ pub struct MemoryBoundConfig {
 
 impl Default for MemoryBoundConfig {
     fn default() -> Self {
-        MemoryBoundConfig {
-            dram_active_min: 0.5,
-            tensor_active_max: 0.3,
-        }
+        MemoryBoundConfig { dram_active_min: 0.5, tensor_active_max: 0.3 }
     }
 }
 
@@ -99,27 +93,17 @@ impl InferenceConfig {
         if self.window.get().as_millis() < 1000 {
             return Err("window must be at least 1s (two scrapes must fit in it)".into());
         }
-        if let JoinConfig::Mode(m) = &self.join {
-            if m != "node" && m != "pod" {
-                return Err(format!(
-                    "join must be node, pod or {{map: {{<vllm instance>: [<GPU UUID>...]}}}}, not {m:?}"
-                ));
-            }
+        if let JoinConfig::Mode(m) = &self.join
+            && m != "node"
+            && m != "pod"
+        {
+            return Err(format!("join must be node, pod or {{map: {{<vllm instance>: [<GPU UUID>...]}}}}, not {m:?}"));
         }
         for (k, v) in [
-            (
-                "objectives.error_abort_ratio",
-                self.objectives.error_abort_ratio,
-            ),
+            ("objectives.error_abort_ratio", self.objectives.error_abort_ratio),
             ("scale.kv_cache_usage", self.scale.kv_cache_usage),
-            (
-                "memory_bound.dram_active_min",
-                self.memory_bound.dram_active_min,
-            ),
-            (
-                "memory_bound.tensor_active_max",
-                self.memory_bound.tensor_active_max,
-            ),
+            ("memory_bound.dram_active_min", self.memory_bound.dram_active_min),
+            ("memory_bound.tensor_active_max", self.memory_bound.tensor_active_max),
         ] {
             if !(0.0..=1.0).contains(&v) {
                 return Err(format!("{k} is a ratio between 0 and 1, got {v}"));

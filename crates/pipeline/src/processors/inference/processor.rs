@@ -8,9 +8,7 @@ use super::config::InferenceConfig;
 use crate::consumer::{BoxFuture, Consumer};
 use crate::telemetry::Telemetry;
 use infertel_inference::{Engine, Evaluation, catalog};
-use infertel_model::{
-    Batch, Label, Labels, METRIC_NAME, Metadata, MetricType, Sample, Series, stale_nan,
-};
+use infertel_model::{Batch, Label, Labels, METRIC_NAME, Metadata, MetricType, Sample, Series, stale_nan};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
@@ -22,33 +20,14 @@ pub struct InferenceProcessor {
 }
 
 fn series(name: &str, labels: &[(String, String)], ts: i64, v: f64) -> Series {
-    let mut l: Vec<Label> = labels
-        .iter()
-        .map(|(k, x)| Label::new(k.as_str(), x.as_str()))
-        .collect();
+    let mut l: Vec<Label> = labels.iter().map(|(k, x)| Label::new(k.as_str(), x.as_str())).collect();
     l.push(Label::new(METRIC_NAME, name));
-    Series {
-        labels: Labels::from_vec(l),
-        samples: vec![Sample {
-            timestamp_ms: ts,
-            value: v,
-        }],
-    }
+    Series { labels: Labels::from_vec(l), samples: vec![Sample { timestamp_ms: ts, value: v }] }
 }
 
 impl InferenceProcessor {
-    pub fn new(
-        id: String,
-        cfg: &InferenceConfig,
-        next: Arc<dyn Consumer>,
-        telemetry: Telemetry,
-    ) -> Arc<Self> {
-        Arc::new(InferenceProcessor {
-            id,
-            engine: Mutex::new(Engine::new(cfg.settings())),
-            next,
-            telemetry,
-        })
+    pub fn new(id: String, cfg: &InferenceConfig, next: Arc<dyn Consumer>, telemetry: Telemetry) -> Arc<Self> {
+        Arc::new(InferenceProcessor { id, engine: Mutex::new(Engine::new(cfg.settings())), next, telemetry })
     }
 
     fn account(&self, ev: &Evaluation) {
@@ -86,18 +65,13 @@ impl InferenceProcessor {
         let evals: Vec<Evaluation> = {
             let mut e = self.engine.lock().unwrap_or_else(|p| p.into_inner());
             let touched = e.ingest(&batch.series);
-            touched
-                .iter()
-                .filter(|(_, t)| **t != i64::MIN)
-                .map(|(k, t)| e.evaluate(k, *t))
-                .collect()
+            touched.iter().filter(|(_, t)| **t != i64::MIN).map(|(k, t)| e.evaluate(k, *t)).collect()
         };
         let mut families = BTreeSet::new();
         for ev in &evals {
             self.account(ev);
             for d in &ev.derived {
-                out.series
-                    .push(series(d.name, &d.labels, ev.at_ms, d.value));
+                out.series.push(series(d.name, &d.labels, ev.at_ms, d.value));
                 families.insert(d.name);
             }
             for (name, labels) in &ev.stale {

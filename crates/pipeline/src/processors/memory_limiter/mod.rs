@@ -70,10 +70,7 @@ impl MemoryLimiterConfig {
             return Err("limit_percentage must be in 1..=100".into());
         }
         if self.limit_mib > 0 && self.spike_limit_mib >= self.limit_mib {
-            return Err(format!(
-                "spike_limit_mib ({}) must be < limit_mib ({})",
-                self.spike_limit_mib, self.limit_mib
-            ));
+            return Err(format!("spike_limit_mib ({}) must be < limit_mib ({})", self.spike_limit_mib, self.limit_mib));
         }
         if self.limit_percentage > 0 && self.spike_limit_percentage >= self.limit_percentage {
             return Err(format!(
@@ -92,23 +89,11 @@ impl MemoryLimiterConfig {
     pub fn limits(&self, total: impl FnOnce() -> Option<u64>) -> Result<(u64, u64), String> {
         let (limit, spike) = if self.limit_mib > 0 {
             let l = self.limit_mib * MIB;
-            (
-                l,
-                if self.spike_limit_mib > 0 {
-                    self.spike_limit_mib * MIB
-                } else {
-                    l / 5
-                },
-            )
+            (l, if self.spike_limit_mib > 0 { self.spike_limit_mib * MIB } else { l / 5 })
         } else {
-            let t =
-                total().ok_or("limit_percentage: cannot read the cgroup or machine memory size")?;
+            let t = total().ok_or("limit_percentage: cannot read the cgroup or machine memory size")?;
             let l = t / 100 * self.limit_percentage;
-            let s = if self.spike_limit_percentage > 0 {
-                t / 100 * self.spike_limit_percentage
-            } else {
-                l / 5
-            };
+            let s = if self.spike_limit_percentage > 0 { t / 100 * self.spike_limit_percentage } else { l / 5 };
             (l, s)
         };
         Ok((limit, limit.saturating_sub(spike)))
@@ -124,13 +109,7 @@ pub fn should_refuse(rss: u64, soft_limit: u64) -> bool {
 /// `VmRSS` of a `/proc/PID/status` text, in bytes.
 pub fn parse_vmrss(status: &str) -> Option<u64> {
     let v = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
-    let kb: u64 = v
-        .trim()
-        .strip_suffix("kB")
-        .unwrap_or(v)
-        .trim()
-        .parse()
-        .ok()?;
+    let kb: u64 = v.trim().strip_suffix("kB").unwrap_or(v).trim().parse().ok()?;
     Some(kb * 1024)
 }
 
@@ -142,10 +121,7 @@ pub fn process_rss() -> Option<u64> {
 /// The memory the percentages refer to: the cgroup's limit (v2, then v1)
 /// when there is one, else the machine's total.
 pub fn total_memory() -> Option<u64> {
-    for p in [
-        "/sys/fs/cgroup/memory.max",
-        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-    ] {
+    for p in ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"] {
         if let Ok(s) = std::fs::read_to_string(p)
             && let Ok(v) = s.trim().parse::<u64>()
             && v < (1 << 60)
@@ -154,14 +130,8 @@ pub fn total_memory() -> Option<u64> {
         }
     }
     let m = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kb: u64 = m
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))?
-        .trim()
-        .strip_suffix("kB")?
-        .trim()
-        .parse()
-        .ok()?;
+    let kb: u64 =
+        m.lines().find_map(|l| l.strip_prefix("MemTotal:"))?.trim().strip_suffix("kB")?.trim().parse().ok()?;
     Some(kb * 1024)
 }
 
@@ -332,41 +302,19 @@ mod tests {
     fn percentages_refer_to_the_total() {
         let c = cfg("{limit_percentage: 50, spike_limit_percentage: 10}");
         c.validate().unwrap();
-        assert_eq!(
-            c.limits(|| Some(1000 * MIB)).unwrap(),
-            (500 * MIB, 400 * MIB)
-        );
-        assert_eq!(
-            cfg("limit_percentage: 50")
-                .limits(|| Some(1000 * MIB))
-                .unwrap(),
-            (500 * MIB, 400 * MIB)
-        );
+        assert_eq!(c.limits(|| Some(1000 * MIB)).unwrap(), (500 * MIB, 400 * MIB));
+        assert_eq!(cfg("limit_percentage: 50").limits(|| Some(1000 * MIB)).unwrap(), (500 * MIB, 400 * MIB));
         assert!(c.limits(|| None).is_err());
     }
 
     #[test]
     fn invalid_settings_are_refused() {
         assert!(cfg("{}").validate().unwrap_err().contains("limit_mib"));
-        assert!(
-            cfg("{limit_mib: 10, spike_limit_mib: 10}")
-                .validate()
-                .is_err()
-        );
-        assert!(
-            cfg("{limit_mib: 10, limit_percentage: 10}")
-                .validate()
-                .is_err()
-        );
+        assert!(cfg("{limit_mib: 10, spike_limit_mib: 10}").validate().is_err());
+        assert!(cfg("{limit_mib: 10, limit_percentage: 10}").validate().is_err());
         assert!(cfg("{limit_percentage: 101}").validate().is_err());
-        assert!(
-            cfg("{limit_mib: 10, check_interval: 0s}")
-                .validate()
-                .is_err()
-        );
-        assert!(
-            serde_yaml::from_str::<MemoryLimiterConfig>("{limit_mib: 10, ballast: 1}").is_err()
-        );
+        assert!(cfg("{limit_mib: 10, check_interval: 0s}").validate().is_err());
+        assert!(serde_yaml::from_str::<MemoryLimiterConfig>("{limit_mib: 10, ballast: 1}").is_err());
     }
 
     #[test]
@@ -381,10 +329,7 @@ mod tests {
         let s = "Name:\tx\nVmPeak:\t  999 kB\nVmRSS:\t    1234 kB\nThreads: 3\n";
         assert_eq!(parse_vmrss(s), Some(1234 * 1024));
         assert_eq!(parse_vmrss("Name: x\n"), None);
-        assert!(
-            process_rss().unwrap() > 0,
-            "this process has a resident set"
-        );
+        assert!(process_rss().unwrap() > 0, "this process has a resident set");
         assert!(total_memory().unwrap() > 0);
     }
 
@@ -398,20 +343,11 @@ mod tests {
     fn batch(n: usize) -> Batch {
         let series = (0..n)
             .map(|i| infertel_model::Series {
-                labels: infertel_model::Labels::from_pairs([
-                    ("__name__", "x"),
-                    ("i", &i.to_string()),
-                ]),
-                samples: vec![infertel_model::Sample {
-                    timestamp_ms: 1,
-                    value: 1.0,
-                }],
+                labels: infertel_model::Labels::from_pairs([("__name__", "x"), ("i", &i.to_string())]),
+                samples: vec![infertel_model::Sample { timestamp_ms: 1, value: 1.0 }],
             })
             .collect();
-        Batch {
-            series,
-            metadata: Vec::new(),
-        }
+        Batch { series, metadata: Vec::new() }
     }
 
     #[tokio::test]
@@ -419,25 +355,15 @@ mod tests {
         let t = Telemetry::new();
         let sink = Arc::new(Sink(Default::default()));
         // 1 MiB: any process is above it.
-        let l = MemoryLimiter::new(
-            "memory_limiter".into(),
-            &cfg("limit_mib: 1"),
-            sink.clone(),
-            &t,
-        )
-        .unwrap();
-        assert!(
-            l.pressure().is_set(),
-            "the first check runs at construction"
-        );
+        let l = MemoryLimiter::new("memory_limiter".into(), &cfg("limit_mib: 1"), sink.clone(), &t).unwrap();
+        assert!(l.pressure().is_set(), "the first check runs at construction");
         assert!(Backpressure(vec![l.pressure()]).refusing());
         l.consume(batch(3)).await;
         assert_eq!(*sink.0.lock().unwrap(), 0);
         assert_eq!(l.refused.get(), 3);
         // A limit far above: accepted and passed on.
         let sink2 = Arc::new(Sink(Default::default()));
-        let l2 =
-            MemoryLimiter::new("m2".into(), &cfg("limit_mib: 1000000"), sink2.clone(), &t).unwrap();
+        let l2 = MemoryLimiter::new("m2".into(), &cfg("limit_mib: 1000000"), sink2.clone(), &t).unwrap();
         assert!(!l2.pressure().is_set());
         l2.consume(batch(3)).await;
         assert_eq!(*sink2.0.lock().unwrap(), 3);

@@ -210,23 +210,35 @@ impl ScrapeConfig {
         if !self.metrics_path.starts_with('/') {
             return Err(format!("job {job:?}: metrics_path must start with '/'"));
         }
-        let auths = [self.basic_auth.is_some(), self.authorization.is_some(), self.bearer_token.is_some() || self.bearer_token_file.is_some()];
+        let auths = [
+            self.basic_auth.is_some(),
+            self.authorization.is_some(),
+            self.bearer_token.is_some() || self.bearer_token_file.is_some(),
+        ];
         if auths.iter().filter(|a| **a).count() > 1 {
-            return Err(format!("job {job:?}: at most one of basic_auth, authorization and bearer_token[_file] may be set"));
+            return Err(format!(
+                "job {job:?}: at most one of basic_auth, authorization and bearer_token[_file] may be set"
+            ));
         }
         if self.bearer_token.is_some() && self.bearer_token_file.is_some() {
             return Err(format!("job {job:?}: at most one of bearer_token and bearer_token_file may be set"));
         }
         if let Some(b) = &self.basic_auth
-            && b.password.is_some() && b.password_file.is_some() {
-                return Err(format!("job {job:?}: basic_auth: at most one of password and password_file may be set"));
-            }
+            && b.password.is_some()
+            && b.password_file.is_some()
+        {
+            return Err(format!("job {job:?}: basic_auth: at most one of password and password_file may be set"));
+        }
         if let Some(a) = &self.authorization {
             if a.credentials.is_some() && a.credentials_file.is_some() {
-                return Err(format!("job {job:?}: authorization: at most one of credentials and credentials_file may be set"));
+                return Err(format!(
+                    "job {job:?}: authorization: at most one of credentials and credentials_file may be set"
+                ));
             }
             if a.kind.eq_ignore_ascii_case("basic") {
-                return Err(format!("job {job:?}: authorization type cannot be set to \"basic\", use basic_auth instead"));
+                return Err(format!(
+                    "job {job:?}: authorization type cannot be set to \"basic\", use basic_auth instead"
+                ));
             }
         }
         if self.proxy_url.is_some() {
@@ -234,14 +246,17 @@ impl ScrapeConfig {
         }
         self.tls_config.settings().validate().map_err(|e| format!("job {job:?}: tls_config: {e}"))?;
         Relabeler::new(&self.relabel_configs).map_err(|e| format!("job {job:?}: relabel_configs: {e}"))?;
-        Relabeler::new(&self.metric_relabel_configs).map_err(|e| format!("job {job:?}: metric_relabel_configs: {e}"))?;
+        Relabeler::new(&self.metric_relabel_configs)
+            .map_err(|e| format!("job {job:?}: metric_relabel_configs: {e}"))?;
         for (i, k) in self.kubernetes_sd_configs.iter().enumerate() {
             k.validate().map_err(|e| format!("job {job:?}: kubernetes_sd_configs[{i}]: {e}"))?;
         }
         for sc in &self.static_configs {
             for t in &sc.targets {
                 if t.contains('/') {
-                    return Err(format!("job {job:?}: target {t:?}: a target is host:port, without scheme or path (use scheme and metrics_path)"));
+                    return Err(format!(
+                        "job {job:?}: target {t:?}: a target is host:port, without scheme or path (use scheme and metrics_path)"
+                    ));
                 }
             }
         }
@@ -262,7 +277,10 @@ impl PrometheusConfig {
         let mut seen = std::collections::HashSet::new();
         for sc in &c.scrape_configs {
             if !seen.insert(&sc.job_name) {
-                return Err(format!("config.scrape_configs: found multiple scrape configs with job name {:?}", sc.job_name));
+                return Err(format!(
+                    "config.scrape_configs: found multiple scrape configs with job name {:?}",
+                    sc.job_name
+                ));
             }
             sc.validate(g)?;
         }

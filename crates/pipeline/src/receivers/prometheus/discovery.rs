@@ -31,7 +31,11 @@ pub fn static_groups(sc: &ScrapeConfig) -> Vec<TargetGroup> {
     sc.static_configs
         .iter()
         .enumerate()
-        .map(|(i, s)| TargetGroup { source: format!("static/{i}"), targets: s.targets.clone(), labels: s.labels.clone() })
+        .map(|(i, s)| TargetGroup {
+            source: format!("static/{i}"),
+            targets: s.targets.clone(),
+            labels: s.labels.clone(),
+        })
         .collect()
 }
 
@@ -122,7 +126,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.json"), r#"[{"targets":["h:1"],"labels":{"env":"x"}}]"#).unwrap();
         std::fs::write(dir.path().join("b.yml"), "- targets: [h:2]\n").unwrap();
-        let cfg = FileSdConfig { files: vec![format!("{}/*", dir.path().display())], refresh_interval: Duration::from_secs(1) };
+        let cfg = FileSdConfig {
+            files: vec![format!("{}/*", dir.path().display())],
+            refresh_interval: Duration::from_secs(1),
+        };
         let g = read_file_sd(&cfg).unwrap();
         assert_eq!(g.len(), 2);
         assert_eq!(g[0].targets, ["h:1"]);

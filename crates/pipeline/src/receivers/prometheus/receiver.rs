@@ -5,9 +5,9 @@
 
 use super::config::{GlobalConfig, PrometheusConfig, ScrapeConfig};
 use super::discovery::kubernetes::KubernetesDiscovery;
-use super::discovery::{read_file_sd, static_groups, TargetGroup};
+use super::discovery::{TargetGroup, read_file_sd, static_groups};
 use super::scrape::{JobSettings, ScrapeAuth, ScrapeLoop};
-use super::target::{populate, Populated, Target};
+use super::target::{Populated, Target, populate};
 use crate::consumer::Consumer;
 use crate::processors::memory_limiter::Backpressure;
 use crate::telemetry::Telemetry;
@@ -33,11 +33,23 @@ struct Running {
 
 fn job_settings(receiver: &str, sc: &ScrapeConfig, g: &GlobalConfig) -> Result<JobSettings, String> {
     let auth = if let Some(b) = &sc.basic_auth {
-        ScrapeAuth::Basic { username: b.username.clone(), password: b.password.clone(), password_file: b.password_file.clone() }
+        ScrapeAuth::Basic {
+            username: b.username.clone(),
+            password: b.password.clone(),
+            password_file: b.password_file.clone(),
+        }
     } else if let Some(a) = &sc.authorization {
-        ScrapeAuth::Token { scheme: a.kind.clone(), credentials: a.credentials.clone(), credentials_file: a.credentials_file.clone() }
+        ScrapeAuth::Token {
+            scheme: a.kind.clone(),
+            credentials: a.credentials.clone(),
+            credentials_file: a.credentials_file.clone(),
+        }
     } else if sc.bearer_token.is_some() || sc.bearer_token_file.is_some() {
-        ScrapeAuth::Token { scheme: "Bearer".into(), credentials: sc.bearer_token.clone(), credentials_file: sc.bearer_token_file.clone() }
+        ScrapeAuth::Token {
+            scheme: "Bearer".into(),
+            credentials: sc.bearer_token.clone(),
+            credentials_file: sc.bearer_token_file.clone(),
+        }
     } else {
         ScrapeAuth::None
     };
@@ -69,7 +81,8 @@ impl PrometheusReceiver {
         let g = Arc::new(self.config.config.global.clone());
         let mut jobs = Vec::new();
         for sc in self.config.config.scrape_configs {
-            let (id, g, next, telemetry, stop) = (self.id.clone(), g.clone(), next.clone(), telemetry.clone(), stop.clone());
+            let (id, g, next, telemetry, stop) =
+                (self.id.clone(), g.clone(), next.clone(), telemetry.clone(), stop.clone());
             let bp = self.backpressure.clone();
             jobs.push(tokio::spawn(async move { run_job(id, sc, g, next, bp, telemetry, stop).await }));
         }
@@ -128,7 +141,16 @@ async fn run_job(
         .kubernetes_sd_configs
         .iter()
         .enumerate()
-        .map(|(i, c)| KubernetesDiscovery::spawn(c.clone(), i, sc.job_name.clone(), k8s_changed.clone(), k8s_errors.clone(), stop.clone()))
+        .map(|(i, c)| {
+            KubernetesDiscovery::spawn(
+                c.clone(),
+                i,
+                sc.job_name.clone(),
+                k8s_changed.clone(),
+                k8s_errors.clone(),
+                stop.clone(),
+            )
+        })
         .collect();
     loop {
         let mut groups = static_groups(&sc);

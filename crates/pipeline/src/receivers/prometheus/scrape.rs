@@ -16,22 +16,20 @@
 
 use super::target::Target;
 use crate::consumer::Consumer;
-use crate::processors::memory_limiter::Backpressure;
 use crate::http::describe_error;
+use crate::processors::memory_limiter::Backpressure;
 use crate::telemetry::{Counter, Gauge, Telemetry};
 use infertel_exposition::Format;
-use infertel_model::{stale_nan, Batch, Label, Labels, Metadata, Sample, Series, METRIC_NAME};
+use infertel_model::{Batch, Label, Labels, METRIC_NAME, Metadata, Sample, Series, stale_nan};
 use infertel_relabel::Relabeler;
-use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION};
+use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderValue};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
-
 /// Text 0.0.4 first: vLLM's OpenMetrics output loses types (NOTES.md §H).
-pub const ACCEPT_HEADER: &str =
-    "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,*/*;q=0.1";
+pub const ACCEPT_HEADER: &str = "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,*/*;q=0.1";
 
 /// How to authenticate scrapes; files are re-read on every scrape so a
 /// rotated secret is picked up.
@@ -39,8 +37,16 @@ pub const ACCEPT_HEADER: &str =
 pub enum ScrapeAuth {
     #[default]
     None,
-    Basic { username: String, password: Option<String>, password_file: Option<std::path::PathBuf> },
-    Token { scheme: String, credentials: Option<String>, credentials_file: Option<std::path::PathBuf> },
+    Basic {
+        username: String,
+        password: Option<String>,
+        password_file: Option<std::path::PathBuf>,
+    },
+    Token {
+        scheme: String,
+        credentials: Option<String>,
+        credentials_file: Option<std::path::PathBuf>,
+    },
 }
 
 impl ScrapeAuth {
@@ -64,7 +70,8 @@ impl ScrapeAuth {
                 format!("{scheme} {c}")
             }
         };
-        let mut h = HeaderValue::from_str(&v).map_err(|_| "credentials contain characters not allowed in a header".to_string())?;
+        let mut h = HeaderValue::from_str(&v)
+            .map_err(|_| "credentials contain characters not allowed in a header".to_string())?;
         h.set_sensitive(true);
         Ok(Some(h))
     }
@@ -193,7 +200,6 @@ pub struct SeriesCache {
     warned_duplicates: bool,
 }
 
-
 impl SeriesCache {
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -250,7 +256,9 @@ pub fn attach_target_labels(mut scraped: Vec<Label>, target: &Labels, honor: boo
         let mut name = conflicting[i].name.to_string();
         loop {
             name = format!("exported_{name}");
-            let taken = has(&exposed, &name) || target.get(&name).is_some() || conflicting[..i].iter().any(|c| *c.name == *name);
+            let taken = has(&exposed, &name)
+                || target.get(&name).is_some()
+                || conflicting[..i].iter().any(|c| *c.name == *name);
             if !taken {
                 break;
             }
@@ -346,7 +354,10 @@ pub fn build_series(
                             }
                         }
                     }
-                    cache.entries.insert(key, CacheEntry { out: labels.clone(), shadowed, seen: id, track_staleness: !explicit_ts });
+                    cache.entries.insert(
+                        key,
+                        CacheEntry { out: labels.clone(), shadowed, seen: id, track_staleness: !explicit_ts },
+                    );
                     inserted.push(key);
                     if shadowed {
                         stats.duplicates += 1;
@@ -358,7 +369,10 @@ pub fn build_series(
             let Some(labels) = labels else { continue };
             stats.post_relabel += 1;
             if job.sample_limit > 0 && stats.post_relabel > job.sample_limit {
-                return Err(fail("sample_limit", format!("sample_limit exceeded: more than {} samples", job.sample_limit)));
+                return Err(fail(
+                    "sample_limit",
+                    format!("sample_limit exceeded: more than {} samples", job.sample_limit),
+                ));
             }
             out.push(Series { labels, samples: vec![Sample { timestamp_ms: sample_ts, value: s.value }] });
         }
@@ -457,14 +471,24 @@ fn finish_labels(
         Labels::from_vec(v)
     };
     if job.label_limit > 0 && labels.len() as u64 - 1 > job.label_limit {
-        return Err(fail("label_limit", format!("label_limit exceeded: series {labels} has {} labels (limit {})", labels.len() - 1, job.label_limit)));
+        return Err(fail(
+            "label_limit",
+            format!(
+                "label_limit exceeded: series {labels} has {} labels (limit {})",
+                labels.len() - 1,
+                job.label_limit
+            ),
+        ));
     }
     for l in labels.iter() {
         if job.label_name_length_limit > 0 && l.name.len() as u64 > job.label_name_length_limit {
             return Err(fail("label_limit", format!("label_name_length_limit exceeded: {:?} in {labels}", l.name)));
         }
         if job.label_value_length_limit > 0 && l.value.len() as u64 > job.label_value_length_limit {
-            return Err(fail("label_limit", format!("label_value_length_limit exceeded: label {} of {labels}", l.name)));
+            return Err(fail(
+                "label_limit",
+                format!("label_value_length_limit exceeded: label {} of {labels}", l.name),
+            ));
         }
     }
     Ok(Some(labels))
@@ -576,7 +600,13 @@ impl ScrapeLoop {
         // The target went away: its series and report series end now.
         let ts = now_ms();
         let mut series = cache.stale_all(ts);
-        for name in ["up", "scrape_duration_seconds", "scrape_samples_scraped", "scrape_samples_post_metric_relabeling", "scrape_series_added"] {
+        for name in [
+            "up",
+            "scrape_duration_seconds",
+            "scrape_samples_scraped",
+            "scrape_samples_post_metric_relabeling",
+            "scrape_series_added",
+        ] {
             series.push(Series {
                 labels: report_labels(name, &self.target.labels, &self.job.external_labels),
                 samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }],
@@ -603,7 +633,8 @@ impl ScrapeLoop {
             if status != reqwest::StatusCode::OK {
                 return Err(fail("http_status", format!("server returned HTTP status {status}")));
             }
-            let ct = resp.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
+            let ct =
+                resp.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
             buf.clear();
             let limit = self.job.body_size_limit;
             while let Some(chunk) = resp.chunk().await.map_err(|e| classify(&e))? {
@@ -628,7 +659,17 @@ impl ScrapeLoop {
         let mut metadata = Vec::new();
         let want_meta = cache.last_metadata.is_none_or(|t| t.elapsed() >= Duration::from_secs(60));
         let result = match self.fetch(buf).await {
-            Ok(ct) => build_series(buf, ct.as_deref(), ts, &self.target, &self.job, cache, &mut series, &mut metadata, want_meta),
+            Ok(ct) => build_series(
+                buf,
+                ct.as_deref(),
+                ts,
+                &self.target,
+                &self.job,
+                cache,
+                &mut series,
+                &mut metadata,
+                want_meta,
+            ),
             Err(e) => Err(e),
         };
         let (up, stats) = match result {
@@ -707,11 +748,18 @@ mod tests {
 
     fn target() -> Target {
         let labels = Labels::from_pairs([("job", "j"), ("instance", "h:1")]);
-        Target { all_labels: labels.clone(), labels, url: "http://h:1/metrics".into(), interval: Duration::from_secs(1), timeout: Duration::from_secs(1) }
+        Target {
+            all_labels: labels.clone(),
+            labels,
+            url: "http://h:1/metrics".into(),
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_secs(1),
+        }
     }
 
     fn job(metric_relabel: &str) -> JobSettings {
-        let rc: Vec<RelabelConfig> = if metric_relabel.is_empty() { vec![] } else { serde_yaml::from_str(metric_relabel).unwrap() };
+        let rc: Vec<RelabelConfig> =
+            if metric_relabel.is_empty() { vec![] } else { serde_yaml::from_str(metric_relabel).unwrap() };
         JobSettings {
             receiver: "prometheus".into(),
             honor_labels: false,
@@ -728,7 +776,12 @@ mod tests {
         }
     }
 
-    fn scrape(body: &str, ts: i64, job: &JobSettings, cache: &mut SeriesCache) -> Result<(Vec<Series>, ScrapeStats), ScrapeFailure> {
+    fn scrape(
+        body: &str,
+        ts: i64,
+        job: &JobSettings,
+        cache: &mut SeriesCache,
+    ) -> Result<(Vec<Series>, ScrapeStats), ScrapeFailure> {
         let mut out = Vec::new();
         let mut md = Vec::new();
         build_series(body.as_bytes(), None, ts, &target(), job, cache, &mut out, &mut md, false).map(|s| (out, s))
@@ -809,7 +862,11 @@ mod tests {
         assert_eq!(scrape("a 1\nb 1\n", 1, &j, &mut SeriesCache::default()).unwrap_err().reason, "sample_limit");
         let mut j = job("");
         j.label_limit = 2;
-        assert_eq!(scrape("a{x=\"1\"} 1\n", 1, &j, &mut SeriesCache::default()).unwrap_err().reason, "label_limit", "x + job + instance = 3 labels");
+        assert_eq!(
+            scrape("a{x=\"1\"} 1\n", 1, &j, &mut SeriesCache::default()).unwrap_err().reason,
+            "label_limit",
+            "x + job + instance = 3 labels"
+        );
         let mut j = job("");
         j.label_value_length_limit = 3;
         assert_eq!(scrape("a{x=\"long\"} 1\n", 1, &j, &mut SeriesCache::default()).unwrap_err().reason, "label_limit");
@@ -837,7 +894,10 @@ mod tests {
         let (j, mut c) = (job(""), SeriesCache::default());
         let (a, _) = scrape("a{x=\"1\"} 1\n", 1, &j, &mut c).unwrap();
         let (b, _) = scrape("a{x=\"1\"} 2\n", 2, &j, &mut c).unwrap();
-        assert!(std::ptr::eq(a[0].labels.as_slice(), b[0].labels.as_slice()), "the second scrape reuses the first's Labels");
+        assert!(
+            std::ptr::eq(a[0].labels.as_slice(), b[0].labels.as_slice()),
+            "the second scrape reuses the first's Labels"
+        );
     }
 }
 

@@ -6,8 +6,8 @@
 
 use super::config::{GlobalConfig, ScrapeConfig};
 use super::discovery::TargetGroup;
-use crate::config::duration::parse_duration;
 use crate::config::Duration;
+use crate::config::duration::parse_duration;
 use infertel_model::{Label, Labels};
 use infertel_relabel::Relabeler;
 use std::collections::BTreeMap;
@@ -35,7 +35,8 @@ impl Target {
     }
     /// Stable hash that spreads scrapes over the interval.
     pub fn hash(&self) -> u64 {
-        self.all_labels.stable_hash() ^ self.url.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+        self.all_labels.stable_hash()
+            ^ self.url.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
     }
 }
 
@@ -109,7 +110,9 @@ pub fn populate(
         None => timeout.get(),
     };
     if interval.is_zero() || timeout > interval {
-        return Err(format!("target {address:?}: scrape timeout {timeout:?} must be > 0 and <= the interval {interval:?}"));
+        return Err(format!(
+            "target {address:?}: scrape timeout {timeout:?} must be > 0 and <= the interval {interval:?}"
+        ));
     }
     let mut all: Vec<Label> = lset.iter().filter(|l| !l.name.starts_with("__meta_")).cloned().collect();
     all.retain(|l| &*l.name != "__address__");
@@ -157,14 +160,22 @@ mod tests {
     }
 
     fn group(t: &str) -> TargetGroup {
-        TargetGroup { source: "t".into(), targets: vec![t.into()], labels: [("env".to_string(), "prod".to_string())].into() }
+        TargetGroup {
+            source: "t".into(),
+            targets: vec![t.into()],
+            labels: [("env".to_string(), "prod".to_string())].into(),
+        }
     }
 
     #[test]
     fn defaults_instance_job_url() {
         let s = sc("job_name: vllm\nparams: {format: [prometheus]}\n");
         let g = GlobalConfig::default();
-        let Populated::Target(t) = populate("127.0.0.1:8000", &group("x"), &s, &g, &Relabeler::new(&[]).unwrap()).unwrap() else { panic!() };
+        let Populated::Target(t) =
+            populate("127.0.0.1:8000", &group("x"), &s, &g, &Relabeler::new(&[]).unwrap()).unwrap()
+        else {
+            panic!()
+        };
         assert_eq!(t.labels.to_string(), r#"{env="prod",instance="127.0.0.1:8000",job="vllm"}"#);
         assert_eq!(t.url, "http://127.0.0.1:8000/metrics?format=prometheus");
         assert_eq!(t.interval, std::time::Duration::from_secs(60));
@@ -175,9 +186,13 @@ mod tests {
     fn default_port_and_relabel_drop() {
         let s = sc("job_name: j\nscheme: https\n");
         let g = GlobalConfig::default();
-        let Populated::Target(t) = populate("gpu-node", &group("x"), &s, &g, &Relabeler::new(&[]).unwrap()).unwrap() else { panic!() };
+        let Populated::Target(t) = populate("gpu-node", &group("x"), &s, &g, &Relabeler::new(&[]).unwrap()).unwrap()
+        else {
+            panic!()
+        };
         assert_eq!(t.instance(), "gpu-node:443");
-        let drop: Vec<RelabelConfig> = serde_yaml::from_str("- {source_labels: [env], regex: prod, action: drop}").unwrap();
+        let drop: Vec<RelabelConfig> =
+            serde_yaml::from_str("- {source_labels: [env], regex: prod, action: drop}").unwrap();
         assert_eq!(populate("h:1", &group("x"), &s, &g, &Relabeler::new(&drop).unwrap()).unwrap(), Populated::Dropped);
     }
 
@@ -188,7 +203,11 @@ mod tests {
             "- {target_label: __metrics_path__, replacement: /custom}\n- {source_labels: [__address__], regex: '(.*):1', target_label: __address__, replacement: '${1}:2'}\n",
         )
         .unwrap();
-        let Populated::Target(t) = populate("h:1", &group("x"), &s, &GlobalConfig::default(), &Relabeler::new(&rc).unwrap()).unwrap() else { panic!() };
+        let Populated::Target(t) =
+            populate("h:1", &group("x"), &s, &GlobalConfig::default(), &Relabeler::new(&rc).unwrap()).unwrap()
+        else {
+            panic!()
+        };
         assert_eq!(t.url, "http://h:2/custom");
         assert_eq!(t.instance(), "h:2");
     }

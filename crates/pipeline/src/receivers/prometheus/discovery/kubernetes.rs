@@ -123,23 +123,15 @@ impl KubernetesSdConfig {
             }
         }
         if self.api_server.is_some() && self.kubeconfig_file.is_some() {
-            return Err(
-                "kubernetes_sd_configs: at most one of api_server and kubeconfig_file may be set"
-                    .into(),
-            );
+            return Err("kubernetes_sd_configs: at most one of api_server and kubeconfig_file may be set".into());
         }
-        if self.api_server.is_none()
-            && (self.bearer_token_file.is_some() || self.tls_config.ca_file.is_some())
-        {
+        if self.api_server.is_none() && (self.bearer_token_file.is_some() || self.tls_config.ca_file.is_some()) {
             return Err("kubernetes_sd_configs: bearer_token_file and tls_config need api_server (in-cluster and kubeconfig bring their own)".into());
         }
         if let Some(s) = &self.api_server {
-            let u = url::Url::parse(s)
-                .map_err(|e| format!("kubernetes_sd_configs: api_server {s:?}: {e}"))?;
+            let u = url::Url::parse(s).map_err(|e| format!("kubernetes_sd_configs: api_server {s:?}: {e}"))?;
             if u.scheme() != "http" && u.scheme() != "https" {
-                return Err(format!(
-                    "kubernetes_sd_configs: api_server {s:?}: scheme must be http or https"
-                ));
+                return Err(format!("kubernetes_sd_configs: api_server {s:?}: scheme must be http or https"));
             }
         }
         let mut seen = Vec::new();
@@ -153,10 +145,7 @@ impl KubernetesSdConfig {
                 ));
             }
             if seen.contains(&sel.role.name()) {
-                return Err(format!(
-                    "kubernetes_sd_configs: duplicated selector role {:?}",
-                    sel.role.name()
-                ));
+                return Err(format!("kubernetes_sd_configs: duplicated selector role {:?}", sel.role.name()));
             }
             seen.push(sel.role.name());
         }
@@ -167,19 +156,11 @@ impl KubernetesSdConfig {
     }
 
     fn label_selector(&self) -> Option<String> {
-        self.selectors
-            .iter()
-            .find(|s| s.role == self.role)
-            .and_then(|s| s.label.clone())
-            .filter(|s| !s.is_empty())
+        self.selectors.iter().find(|s| s.role == self.role).and_then(|s| s.label.clone()).filter(|s| !s.is_empty())
     }
 
     fn field_selector(&self) -> Option<String> {
-        self.selectors
-            .iter()
-            .find(|s| s.role == self.role)
-            .and_then(|s| s.field.clone())
-            .filter(|s| !s.is_empty())
+        self.selectors.iter().find(|s| s.role == self.role).and_then(|s| s.field.clone()).filter(|s| !s.is_empty())
     }
 }
 
@@ -189,36 +170,24 @@ async fn client_config(cfg: &KubernetesSdConfig) -> Result<kube::Config, String>
     if let Some(path) = &cfg.kubeconfig_file {
         let kc = kube::config::Kubeconfig::read_from(path)
             .map_err(|e| format!("kubeconfig_file {}: {e}", path.display()))?;
-        return kube::Config::from_custom_kubeconfig(
-            kc,
-            &kube::config::KubeConfigOptions::default(),
-        )
-        .await
-        .map_err(|e| format!("kubeconfig_file {}: {e}", path.display()));
+        return kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(|e| format!("kubeconfig_file {}: {e}", path.display()));
     }
     if let Some(server) = &cfg.api_server {
-        let uri = server
-            .parse()
-            .map_err(|e| format!("api_server {server:?}: {e}"))?;
+        let uri = server.parse().map_err(|e| format!("api_server {server:?}: {e}"))?;
         let mut c = kube::Config::new(uri);
-        c.auth_info.token_file = cfg
-            .bearer_token_file
-            .as_ref()
-            .map(|p| p.display().to_string());
+        c.auth_info.token_file = cfg.bearer_token_file.as_ref().map(|p| p.display().to_string());
         c.accept_invalid_certs = cfg.tls_config.insecure_skip_verify;
         c.tls_server_name = cfg.tls_config.server_name.clone();
         if let Some(ca) = &cfg.tls_config.ca_file {
-            let pem = std::fs::read(ca)
-                .map_err(|e| format!("tls_config.ca_file {}: {e}", ca.display()))?;
+            let pem = std::fs::read(ca).map_err(|e| format!("tls_config.ca_file {}: {e}", ca.display()))?;
             let certs: Vec<Vec<u8>> = rustls_pemfile::certs(&mut &pem[..])
                 .map(|c| c.map(|c| c.to_vec()))
                 .collect::<Result<_, _>>()
                 .map_err(|e| format!("tls_config.ca_file {}: {e}", ca.display()))?;
             if certs.is_empty() {
-                return Err(format!(
-                    "tls_config.ca_file {}: no PEM certificate found",
-                    ca.display()
-                ));
+                return Err(format!("tls_config.ca_file {}: no PEM certificate found", ca.display()));
             }
             c.root_cert = Some(certs);
             // Re-read on rotation, as in-cluster.
@@ -226,11 +195,8 @@ async fn client_config(cfg: &KubernetesSdConfig) -> Result<kube::Config, String>
         }
         return Ok(c);
     }
-    kube::Config::incluster().map_err(|e| {
-        format!(
-            "in-cluster configuration: {e} (outside a cluster, set kubeconfig_file or api_server)"
-        )
-    })
+    kube::Config::incluster()
+        .map_err(|e| format!("in-cluster configuration: {e} (outside a cluster, set kubeconfig_file or api_server)"))
 }
 
 /// One SD config's live target groups, kept up to date by a background task.
@@ -251,17 +217,14 @@ impl KubernetesDiscovery {
     ) -> KubernetesDiscovery {
         let state: Shared = Arc::default();
         let st = state.clone();
-        let handle =
-            tokio::spawn(async move { run(cfg, index, job, st, changed, errors, stop).await });
+        let handle = tokio::spawn(async move { run(cfg, index, job, st, changed, errors, stop).await });
         KubernetesDiscovery { state, handle }
     }
 
     /// Every group known now, in a stable order.
     pub fn groups(&self) -> Vec<TargetGroup> {
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        st.values()
-            .flat_map(|objs| objs.values().flatten().cloned())
-            .collect()
+        st.values().flat_map(|objs| objs.values().flatten().cloned()).collect()
     }
 
     pub async fn join(self) {
@@ -290,9 +253,7 @@ async fn run(
         let attempt = async {
             let c = client_config(&cfg).await?;
             let ns = c.default_namespace.clone();
-            Client::try_from(c)
-                .map(|cl| (cl, ns))
-                .map_err(|e| format!("kubernetes client: {e}"))
+            Client::try_from(c).map(|cl| (cl, ns)).map_err(|e| format!("kubernetes client: {e}"))
         };
         match attempt.await {
             Ok(v) => break v,
@@ -307,8 +268,7 @@ async fn run(
         }
         delay = (delay * 2).min(std::time::Duration::from_secs(30));
     };
-    let mut namespaces: Vec<Option<String>> =
-        cfg.namespaces.names.iter().cloned().map(Some).collect();
+    let mut namespaces: Vec<Option<String>> = cfg.namespaces.names.iter().cloned().map(Some).collect();
     if cfg.namespaces.own_namespace {
         namespaces.push(Some(default_ns));
     }
@@ -341,18 +301,14 @@ async fn run(
         let t = match cfg.role {
             Role::Node => {
                 let api: Api<Node> = Api::all(client);
-                tokio::spawn(watch_loop(
-                    api, wc, key, state, changed, errors, stop, job, resync, build_node,
-                ))
+                tokio::spawn(watch_loop(api, wc, key, state, changed, errors, stop, job, resync, build_node))
             }
             _ => {
                 let api: Api<Pod> = match &ns {
                     Some(n) => Api::namespaced(client, n),
                     None => Api::all(client),
                 };
-                tokio::spawn(watch_loop(
-                    api, wc, key, state, changed, errors, stop, job, resync, build_pod,
-                ))
+                tokio::spawn(watch_loop(api, wc, key, state, changed, errors, stop, job, resync, build_pod))
             }
         };
         tasks.push(t);
@@ -375,13 +331,7 @@ async fn watch_loop<K>(
     resync: std::time::Duration,
     build: fn(&K) -> Vec<TargetGroup>,
 ) where
-    K: kube::Resource
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     let obj_key = |o: &K| format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any());
     let publish = |f: &mut dyn FnMut(&mut ObjectGroups)| {
@@ -393,9 +343,7 @@ async fn watch_loop<K>(
     loop {
         // Each pass lists afresh; the previous pass's set stays in force until
         // the new list completes (InitDone), then is replaced whole.
-        let mut stream = watcher::watcher(api.clone(), wc.clone())
-            .default_backoff()
-            .boxed();
+        let mut stream = watcher::watcher(api.clone(), wc.clone()).default_backoff().boxed();
         let deadline = tokio::time::sleep(resync);
         tokio::pin!(deadline);
         let mut buffer: Option<BTreeMap<String, Vec<TargetGroup>>> = None;
@@ -439,15 +387,7 @@ async fn watch_loop<K>(
 /// Prometheus's `strutil.SanitizeLabelName`: every character outside
 /// `[a-zA-Z0-9_]` becomes `_` (one per character, not per byte).
 pub fn sanitize_label_name(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect()
 }
 
 fn add_object_meta(
@@ -455,10 +395,7 @@ fn add_object_meta(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     role: &str,
 ) {
-    ls.insert(
-        format!("{META}{role}_name"),
-        meta.name.clone().unwrap_or_default(),
-    );
+    ls.insert(format!("{META}{role}_name"), meta.name.clone().unwrap_or_default());
     for (k, v) in meta.labels.iter().flatten() {
         let n = sanitize_label_name(k);
         ls.insert(format!("{META}{role}_label_{n}"), v.clone());
@@ -473,11 +410,7 @@ fn add_object_meta(
 
 /// Go's `net.JoinHostPort`.
 fn join_host_port(host: &str, port: &str) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
+    if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
 }
 
 /// Role `pod`: one target per declared container port, one per container
@@ -501,30 +434,12 @@ pub fn build_pod(pod: &Pod) -> Vec<TargetGroup> {
         .map(|c| c.status.to_lowercase())
         .unwrap_or_else(|| "unknown".into());
     ls.insert(format!("{META}pod_ready"), ready);
-    ls.insert(
-        format!("{META}pod_phase"),
-        status.phase.clone().unwrap_or_default(),
-    );
-    ls.insert(
-        format!("{META}pod_node_name"),
-        spec.node_name.clone().unwrap_or_default(),
-    );
-    ls.insert(
-        format!("{META}pod_host_ip"),
-        status.host_ip.clone().unwrap_or_default(),
-    );
-    ls.insert(
-        format!("{META}pod_uid"),
-        pod.metadata.uid.clone().unwrap_or_default(),
-    );
+    ls.insert(format!("{META}pod_phase"), status.phase.clone().unwrap_or_default());
+    ls.insert(format!("{META}pod_node_name"), spec.node_name.clone().unwrap_or_default());
+    ls.insert(format!("{META}pod_host_ip"), status.host_ip.clone().unwrap_or_default());
+    ls.insert(format!("{META}pod_uid"), pod.metadata.uid.clone().unwrap_or_default());
     add_object_meta(&mut ls, &pod.metadata, "pod");
-    if let Some(owner) = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true))
-    {
+    if let Some(owner) = pod.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true)) {
         if !owner.kind.is_empty() {
             ls.insert(format!("{META}pod_controller_kind"), owner.kind.clone());
         }
@@ -534,59 +449,30 @@ pub fn build_pod(pod: &Pod) -> Vec<TargetGroup> {
     }
     ls.insert(format!("{META}namespace"), ns);
 
-    let container_id = |statuses: &Option<Vec<k8s_openapi::api::core::v1::ContainerStatus>>,
-                        c: &str| {
-        statuses
-            .iter()
-            .flatten()
-            .find(|s| s.name == c)
-            .and_then(|s| s.container_id.clone())
-            .unwrap_or_default()
+    let container_id = |statuses: &Option<Vec<k8s_openapi::api::core::v1::ContainerStatus>>, c: &str| {
+        statuses.iter().flatten().find(|s| s.name == c).and_then(|s| s.container_id.clone()).unwrap_or_default()
     };
     let mut out = Vec::new();
-    let all = spec
-        .containers
-        .iter()
-        .map(|c| (c, false))
-        .chain(spec.init_containers.iter().flatten().map(|c| (c, true)));
+    let all =
+        spec.containers.iter().map(|c| (c, false)).chain(spec.init_containers.iter().flatten().map(|c| (c, true)));
     for (c, init) in all {
-        let id = container_id(
-            if init {
-                &status.init_container_statuses
-            } else {
-                &status.container_statuses
-            },
-            &c.name,
-        );
+        let id = container_id(if init { &status.init_container_statuses } else { &status.container_statuses }, &c.name);
         let mut base = ls.clone();
         base.insert(format!("{META}pod_container_name"), c.name.clone());
         base.insert(format!("{META}pod_container_id"), id);
-        base.insert(
-            format!("{META}pod_container_image"),
-            c.image.clone().unwrap_or_default(),
-        );
+        base.insert(format!("{META}pod_container_image"), c.image.clone().unwrap_or_default());
         base.insert(format!("{META}pod_container_init"), init.to_string());
         let ports = c.ports.clone().unwrap_or_default();
         if ports.is_empty() {
-            out.push(TargetGroup {
-                source: format!("{source}/{}", c.name),
-                targets: vec![ip.clone()],
-                labels: base,
-            });
+            out.push(TargetGroup { source: format!("{source}/{}", c.name), targets: vec![ip.clone()], labels: base });
             continue;
         }
         for p in ports {
             let port = p.container_port.to_string();
             let mut l = base.clone();
             l.insert(format!("{META}pod_container_port_number"), port.clone());
-            l.insert(
-                format!("{META}pod_container_port_name"),
-                p.name.clone().unwrap_or_default(),
-            );
-            l.insert(
-                format!("{META}pod_container_port_protocol"),
-                p.protocol.clone().unwrap_or_else(|| "TCP".into()),
-            );
+            l.insert(format!("{META}pod_container_port_name"), p.name.clone().unwrap_or_default());
+            l.insert(format!("{META}pod_container_port_protocol"), p.protocol.clone().unwrap_or_else(|| "TCP".into()));
             out.push(TargetGroup {
                 source: format!("{source}/{}/{port}", c.name),
                 targets: vec![join_host_port(&ip, &port)],
@@ -608,37 +494,21 @@ pub fn build_node(node: &Node) -> Vec<TargetGroup> {
     add_object_meta(&mut ls, &node.metadata, "node");
     ls.insert(
         format!("{META}node_provider_id"),
-        node.spec
-            .as_ref()
-            .and_then(|s| s.provider_id.clone())
-            .unwrap_or_default(),
+        node.spec.as_ref().and_then(|s| s.provider_id.clone()).unwrap_or_default(),
     );
     let mut first_of: BTreeMap<String, String> = BTreeMap::new();
     for a in &addrs {
-        first_of
-            .entry(a.type_.clone())
-            .or_insert_with(|| a.address.clone());
+        first_of.entry(a.type_.clone()).or_insert_with(|| a.address.clone());
     }
     for (t, a) in &first_of {
         ls.insert(format!("{META}node_address_{t}"), a.clone());
     }
-    let order = [
-        "InternalIP",
-        "InternalDNS",
-        "ExternalIP",
-        "ExternalDNS",
-        "LegacyHostIP",
-        "Hostname",
-    ];
+    let order = ["InternalIP", "InternalDNS", "ExternalIP", "ExternalDNS", "LegacyHostIP", "Hostname"];
     let Some(addr) = order.iter().find_map(|t| first_of.get(*t)) else {
         tracing::warn!(node = %name, "kubernetes discovery: node has no address; skipped");
         return Vec::new();
     };
-    let port = status
-        .daemon_endpoints
-        .and_then(|d| d.kubelet_endpoint)
-        .map(|e| e.port)
-        .unwrap_or(10250);
+    let port = status.daemon_endpoints.and_then(|d| d.kubelet_endpoint).map(|e| e.port).unwrap_or(10250);
     ls.insert("instance".into(), name.clone());
     vec![TargetGroup {
         source: format!("node/{name}"),
@@ -657,14 +527,8 @@ mod tests {
 
     #[test]
     fn sanitizes_like_prometheus() {
-        assert_eq!(
-            sanitize_label_name("prometheus.io/scrape"),
-            "prometheus_io_scrape"
-        );
-        assert_eq!(
-            sanitize_label_name("app.kubernetes.io/name"),
-            "app_kubernetes_io_name"
-        );
+        assert_eq!(sanitize_label_name("prometheus.io/scrape"), "prometheus_io_scrape");
+        assert_eq!(sanitize_label_name("app.kubernetes.io/name"), "app_kubernetes_io_name");
         assert_eq!(sanitize_label_name("a-b_c9"), "a_b_c9");
         // One underscore per character, not per UTF-8 byte.
         assert_eq!(sanitize_label_name("é/x"), "__x");
@@ -709,24 +573,12 @@ mod tests {
             ("__meta_kubernetes_pod_controller_kind", "StatefulSet"),
             ("__meta_kubernetes_pod_controller_name", "vllm"),
             ("__meta_kubernetes_pod_label_app_kubernetes_io_name", "vllm"),
-            (
-                "__meta_kubernetes_pod_labelpresent_app_kubernetes_io_name",
-                "true",
-            ),
-            (
-                "__meta_kubernetes_pod_annotation_prometheus_io_scrape",
-                "true",
-            ),
-            (
-                "__meta_kubernetes_pod_annotationpresent_prometheus_io_port",
-                "true",
-            ),
+            ("__meta_kubernetes_pod_labelpresent_app_kubernetes_io_name", "true"),
+            ("__meta_kubernetes_pod_annotation_prometheus_io_scrape", "true"),
+            ("__meta_kubernetes_pod_annotationpresent_prometheus_io_port", "true"),
             ("__meta_kubernetes_pod_container_name", "engine"),
             ("__meta_kubernetes_pod_container_id", "containerd://abc"),
-            (
-                "__meta_kubernetes_pod_container_image",
-                "vllm/vllm-openai:v0.17.0",
-            ),
+            ("__meta_kubernetes_pod_container_image", "vllm/vllm-openai:v0.17.0"),
             ("__meta_kubernetes_pod_container_init", "false"),
             ("__meta_kubernetes_pod_container_port_number", "8000"),
             ("__meta_kubernetes_pod_container_port_name", "http"),
@@ -735,16 +587,9 @@ mod tests {
         for (k, v) in want {
             assert_eq!(l.get(k).map(String::as_str), Some(v), "{k}");
         }
-        assert_eq!(
-            g[1].labels["__meta_kubernetes_pod_container_port_protocol"],
-            "UDP"
-        );
+        assert_eq!(g[1].labels["__meta_kubernetes_pod_container_port_protocol"], "UDP");
         assert_eq!(g[1].labels["__meta_kubernetes_pod_container_port_name"], "");
-        assert!(
-            !g[2]
-                .labels
-                .contains_key("__meta_kubernetes_pod_container_port_number")
-        );
+        assert!(!g[2].labels.contains_key("__meta_kubernetes_pod_container_port_number"));
         assert_eq!(g[3].labels["__meta_kubernetes_pod_container_init"], "true");
         assert_eq!(g[3].labels["__meta_kubernetes_pod_container_name"], "warm");
     }
@@ -755,18 +600,12 @@ mod tests {
             serde_json::json!({"metadata": {"name": "p", "namespace": "d"}, "spec": {"containers": [{"name": "c"}]}, "status": {"phase": "Pending"}}),
         );
         assert!(build_pod(&pending).is_empty());
-        let ipv6 = pod(
-            serde_json::json!({"metadata": {"name": "p", "namespace": "d"},
-            "spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80}]}]}, "status": {"podIP": "fd00::1"}}),
-        );
+        let ipv6 = pod(serde_json::json!({"metadata": {"name": "p", "namespace": "d"},
+            "spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80}]}]}, "status": {"podIP": "fd00::1"}}));
         let g = build_pod(&ipv6);
         assert_eq!(g[0].targets, ["[fd00::1]:80"]);
         assert_eq!(g[0].labels["__meta_kubernetes_pod_ready"], "unknown");
-        assert!(
-            !g[0]
-                .labels
-                .contains_key("__meta_kubernetes_pod_controller_kind")
-        );
+        assert!(!g[0].labels.contains_key("__meta_kubernetes_pod_controller_kind"));
     }
 
     #[test]
@@ -781,57 +620,24 @@ mod tests {
         let g = build_node(&n);
         assert_eq!(g[0].targets, ["10.0.0.7:10250"]);
         assert_eq!(g[0].labels["instance"], "gpu-1");
-        assert_eq!(
-            g[0].labels["__meta_kubernetes_node_label_nvidia_com_gpu_present"],
-            "true"
-        );
-        assert_eq!(
-            g[0].labels["__meta_kubernetes_node_address_InternalIP"],
-            "10.0.0.7"
-        );
-        assert_eq!(
-            g[0].labels["__meta_kubernetes_node_provider_id"],
-            "aws:///eu-west-1a/i-1"
-        );
+        assert_eq!(g[0].labels["__meta_kubernetes_node_label_nvidia_com_gpu_present"], "true");
+        assert_eq!(g[0].labels["__meta_kubernetes_node_address_InternalIP"], "10.0.0.7");
+        assert_eq!(g[0].labels["__meta_kubernetes_node_provider_id"], "aws:///eu-west-1a/i-1");
     }
 
     #[test]
     fn validation() {
         let parse = |y: &str| serde_yaml::from_str::<KubernetesSdConfig>(y).unwrap();
-        assert!(
-            parse("role: pod\nselectors: [{role: pod, field: spec.nodeName=n}]")
-                .validate()
-                .is_ok()
-        );
-        assert!(
-            parse("role: endpointslice")
-                .validate()
-                .unwrap_err()
-                .contains("not supported yet")
-        );
-        assert!(
-            parse("role: pod\nselectors: [{role: node, label: a=b}]")
-                .validate()
-                .unwrap_err()
-                .contains("only")
-        );
-        assert!(
-            parse("role: pod\napi_server: https://k\nkubeconfig_file: /k")
-                .validate()
-                .is_err()
-        );
-        assert!(
-            parse("role: pod\nbearer_token_file: /t")
-                .validate()
-                .unwrap_err()
-                .contains("need api_server")
-        );
+        assert!(parse("role: pod\nselectors: [{role: pod, field: spec.nodeName=n}]").validate().is_ok());
+        assert!(parse("role: endpointslice").validate().unwrap_err().contains("not supported yet"));
+        assert!(parse("role: pod\nselectors: [{role: node, label: a=b}]").validate().unwrap_err().contains("only"));
+        assert!(parse("role: pod\napi_server: https://k\nkubeconfig_file: /k").validate().is_err());
+        assert!(parse("role: pod\nbearer_token_file: /t").validate().unwrap_err().contains("need api_server"));
         assert!(serde_yaml::from_str::<KubernetesSdConfig>("role: pods").is_err());
-        let e = serde_yaml::from_str::<KubernetesSdConfig>(
-            "role: pod\napi_server: https://k\ntls_config: {cert_file: /c}",
-        )
-        .unwrap_err()
-        .to_string();
+        let e =
+            serde_yaml::from_str::<KubernetesSdConfig>("role: pod\napi_server: https://k\ntls_config: {cert_file: /c}")
+                .unwrap_err()
+                .to_string();
         assert!(e.contains("cert_file"), "{e}");
     }
 }

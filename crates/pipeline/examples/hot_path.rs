@@ -2,18 +2,39 @@
 //! remote-write request) a fixed number of times, for profilers:
 //! `valgrind --tool=callgrind target/release/examples/hot_path 200`
 //! counts instructions, which stay stable on a busy machine.
+//!
+//! With `--inference T` the scrapes rotate over T targets (as peer-bench's
+//! scrapes do) and each goes through the `inference` processor first, to
+//! measure what that processor costs.
 
 use infertel_model::Labels;
 use infertel_pipeline::exporters::prometheusremotewrite::request_builder::RequestBuilder;
 use infertel_pipeline::receivers::prometheus::scrape::{JobSettings, ScrapeAuth, SeriesCache, build_series};
 use infertel_pipeline::receivers::prometheus::target::Target;
 use infertel_relabel::Relabeler;
+use infertel_model::Batch;
+use infertel_pipeline::processors::inference::{InferenceConfig, InferenceProcessor};
+use infertel_pipeline::{BoxFuture, Consumer, Telemetry};
+use std::sync::Arc;
 use std::time::Duration;
+
+struct Sink;
+impl Consumer for Sink {
+    fn consume(&self, _: Batch) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
 
 const BODY: &[u8] = include_bytes!("../benches/data/node-1000.prom");
 
 fn main() {
-    let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(200);
+    let args: Vec<String> = std::env::args().collect();
+    let n: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(200);
+    let inference_targets: Option<usize> =
+        args.iter().position(|a| a == "--inference").and_then(|i| args.get(i + 1)).and_then(|a| a.parse().ok());
+    let processor = inference_targets.map(|_| {
+        InferenceProcessor::new("inference".into(), &InferenceConfig::default(), Arc::new(Sink), Telemetry::new())
+    });
     let labels = Labels::from_pairs([("job", "bench"), ("instance", "127.0.0.1:21000")]);
     let t = Target {
         all_labels: labels.clone(),
@@ -36,13 +57,29 @@ fn main() {
         auth: ScrapeAuth::None,
         interner: Default::default(),
     };
-    let mut cache = SeriesCache::default();
+    let targets: Vec<Target> = (0..inference_targets.unwrap_or(1))
+        .map(|k| {
+            let instance = format!("127.0.0.1:{}", 21000 + k);
+            let labels = Labels::from_pairs([("job", "bench"), ("instance", instance.as_str())]);
+            Target { all_labels: labels.clone(), labels, url: format!("http://{instance}/metrics"), ..t.clone() }
+        })
+        .collect();
+    let mut caches: Vec<SeriesCache> = targets.iter().map(|_| SeriesCache::default()).collect();
     let mut rb = RequestBuilder::new(3_000_000, false, vec![]);
     let mut total = 0usize;
     for i in 0..n {
         let mut series = Vec::with_capacity(1024);
         let mut md = Vec::new();
-        build_series(BODY, None, i as i64, &t, &j, &mut cache, &mut series, &mut md, false).expect("fixture");
+        let k = i % targets.len();
+        let now_ms = 1_700_000_000_000 + (i / targets.len()) as i64 * 1000;
+        build_series(BODY, None, now_ms, &targets[k], &j, &mut caches[k], &mut series, &mut md, false)
+            .expect("fixture");
+        if let Some(p) = &processor {
+            let batch = Batch { series, metadata: vec![] };
+            let derived = p.derive(&batch);
+            series = batch.series;
+            series.extend(derived.series);
+        }
         total += rb.build(series, &[]).expect("encodes").iter().map(|r| r.body.len()).sum::<usize>();
     }
     println!("{n} scrapes, {total} bytes of requests");

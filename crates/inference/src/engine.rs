@@ -2,10 +2,12 @@
 //! evaluates the derived series of one target at one time, and tracks what it
 //! emitted so that series whose inputs vanished get a staleness marker.
 
-use crate::schema::{self, Input, Schema, Source};
+use crate::schema::{self, Families, Input, Schema, Source};
 use crate::window::{Skip, histogram_quantile, in_window, increase};
-use infertel_model::{Labels, Sample, Series, is_stale_nan};
+use infertel_model::{Label, Labels, METRIC_NAME, Sample, Series, is_stale_nan};
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::LazyLock;
 
 /// How GPUs are matched to the vLLM instances they serve (`join`).
 #[derive(Clone, Debug, PartialEq)]
@@ -62,6 +64,8 @@ impl Default for MemoryBound {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     pub window_ms: i64,
+    /// See [`Engine::due`]; the processor's `evaluation_interval`.
+    pub evaluation_interval_ms: i64,
     pub join: Join,
     pub objectives: Objectives,
     pub scale: Scale,
@@ -72,6 +76,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             window_ms: 60_000,
+            evaluation_interval_ms: 15_000,
             join: Join::Node,
             objectives: Objectives::default(),
             scale: Scale::default(),
@@ -130,54 +135,204 @@ pub struct Evaluation {
     pub schema_event: Option<SchemaEvent>,
 }
 
+/// Input samples of one wire name, by label set, oldest first.
+///
+/// Keyed by the identity of the label set: the receiver hands out the same
+/// interned label set on every scrape, so finding a series costs a pointer
+/// hash instead of hashing every label. The entry holds a clone, so the
+/// address cannot be reused by another label set while it is a key. A label
+/// set equal in content but newly allocated (the receiver re-interned it) is
+/// re-keyed when first seen, so one series never has two entries.
 #[derive(Default)]
+struct ByLabels(FxHashMap<usize, (Labels, Vec<Sample>)>);
+
+impl ByLabels {
+    fn samples_mut(&mut self, l: &Labels) -> &mut Vec<Sample> {
+        let addr = l.addr();
+        let moved = if self.0.contains_key(&addr) {
+            None
+        } else {
+            let old = self.0.iter().find(|(_, (k, _))| k == l).map(|(a, _)| *a);
+            Some(old.and_then(|a| self.0.remove(&a)).map(|(_, v)| v).unwrap_or_default())
+        };
+        &mut self.0.entry(addr).or_insert_with(|| (l.clone(), moved.unwrap_or_default())).1
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Vec<Sample>> {
+        self.0.values().map(|(_, v)| v)
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&mut Vec<Sample>) -> bool) {
+        self.0.retain(|_, (_, v)| keep(v));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<'a> IntoIterator for &'a ByLabels {
+    type Item = (&'a Labels, &'a Vec<Sample>);
+    type IntoIter = std::iter::Map<
+        std::collections::hash_map::Values<'a, usize, (Labels, Vec<Sample>)>,
+        fn(&'a (Labels, Vec<Sample>)) -> (&'a Labels, &'a Vec<Sample>),
+    >;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.values().map(|(l, v)| (l, v))
+    }
+}
+
 struct TargetState {
-    /// name → label set → samples, oldest first.
-    series: BTreeMap<String, HashMap<Labels, Vec<Sample>>>,
-    families: BTreeSet<String>,
+    /// Wire name (interned, see [`wire`]) → label set → samples, oldest first.
+    series: FxHashMap<WireName, ByLabels>,
+    families: Families,
     engine_label: bool,
+    /// What `families` and `engine_label` imply, kept in step with them.
+    detected: Option<Schema>,
+    /// The schema as of the last evaluation (a change is an event).
     schema: Option<Schema>,
     newest_ms: i64,
+    /// Time of the last evaluation (`i64::MIN`: never).
+    evaluated_ms: i64,
+    /// The series of the last scrape, in order (see `ingest`).
+    order: Vec<Seen>,
 }
 
-/// Names the engine keeps (everything else passes through untouched).
-fn wanted(name: &str) -> bool {
-    let base = schema::family_of(name);
-    ALL_INPUTS.iter().any(|i| i.names.contains(&base) || i.names.contains(&name))
+impl Default for TargetState {
+    fn default() -> Self {
+        TargetState {
+            series: FxHashMap::default(),
+            families: Families::default(),
+            engine_label: false,
+            detected: None,
+            schema: None,
+            newest_ms: i64::MIN,
+            evaluated_ms: i64::MIN,
+            order: Vec::new(),
+        }
+    }
 }
 
-const ALL_INPUTS: &[&Input] = &[
-    &schema::PROMPT_TOKENS,
-    &schema::GENERATION_TOKENS,
-    &schema::PREFIX_QUERIES,
-    &schema::PREFIX_HITS,
-    &schema::PREFIX_HIT_RATE_V0,
-    &schema::PROMPT_TOKENS_CACHED,
-    &schema::SUCCESS,
-    &schema::TTFT,
-    &schema::ITL,
-    &schema::E2E,
-    &schema::QUEUE,
-    &schema::PREFILL,
-    &schema::DECODE,
-    &schema::INFERENCE,
-    &schema::ITERATION_TOKENS,
-    &schema::REQUEST_PROMPT_TOKENS,
-    &schema::REQUEST_GENERATION_TOKENS,
-    &schema::KV_USAGE,
-    &schema::WAITING,
-    &schema::RUNNING,
-    &schema::HTTP_REQUESTS,
-    &schema::FB_USED,
-    &schema::FB_FREE,
-    &schema::POWER,
-    &schema::ENERGY,
-    &schema::GPU_UTIL,
-    &schema::DRAM_ACTIVE,
-    &schema::TENSOR_ACTIVE,
-    &schema::GR_ENGINE_ACTIVE,
-];
+impl TargetState {
+    /// Drops samples older than `cutoff`, and series left without any.
+    fn trim(&mut self, cutoff: i64) {
+        for by_labels in self.series.values_mut() {
+            by_labels.retain(|v| {
+                let keep_from = v.partition_point(|x| x.timestamp_ms < cutoff);
+                v.drain(..keep_from);
+                !v.is_empty()
+            });
+        }
+        self.series.retain(|_, m| !m.is_empty());
+    }
+}
 
+/// A wire name interned by [`wire`], hashed and compared by address: every
+/// key and every lookup comes from that one table, so equal names are the
+/// same `&'static str`.
+#[derive(Clone, Copy, Debug)]
+struct WireName(&'static str);
+
+impl PartialEq for WireName {
+    fn eq(&self, o: &Self) -> bool {
+        std::ptr::eq(self.0, o.0)
+    }
+}
+impl Eq for WireName {}
+impl std::hash::Hash for WireName {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (self.0.as_ptr() as usize).hash(h)
+    }
+}
+impl std::ops::Deref for WireName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.0
+    }
+}
+
+/// What the engine knows of a wire name it tracks: the name interned, the
+/// family bit it sets (see [`Families`]) and whether its samples are kept.
+#[derive(Clone, Copy)]
+struct Wire {
+    name: &'static str,
+    family: u8,
+    kept: bool,
+}
+
+/// Looks a wire name up among every input and era-marker family with each
+/// histogram/summary suffix; `None` for the names the engine ignores (most
+/// of a scrape), at the cost of one hash of the name.
+fn wire(name: &str) -> Option<Wire> {
+    static MAP: LazyLock<FxHashMap<&'static str, Wire>> = LazyLock::new(|| {
+        let mut map = FxHashMap::default();
+        for (i, family) in schema::relevant_families().iter().enumerate() {
+            let kept = schema::ALL_INPUTS.iter().any(|x| x.names.contains(family));
+            for suffix in ["", "_bucket", "_count", "_sum"] {
+                // Built once per process: a few hundred bytes, leaked on purpose.
+                let name: &'static str =
+                    if suffix.is_empty() { family } else { Box::leak(format!("{family}{suffix}").into_boxed_str()) };
+                map.entry(name).or_insert(Wire { name, family: i as u8, kept });
+            }
+        }
+        map
+    });
+    MAP.get(name).copied()
+}
+
+/// `job`, `instance` and the metric name of a label set, found in one pass
+/// (labels are few; comparing lengths first skips most of them).
+fn target_and_name(l: &Labels) -> (Option<&str>, Option<&str>, Option<&str>) {
+    let (mut job, mut instance, mut name) = (None, None, None);
+    for Label { name: n, value } in l.iter() {
+        match n.len() {
+            3 if &**n == "job" => job = Some(&**value),
+            8 if &**n == "instance" => instance = Some(&**value),
+            8 if &**n == METRIC_NAME => name = Some(&**value),
+            _ => {}
+        }
+    }
+    (job, instance, name)
+}
+
+/// What ingest needs to know of a series besides its samples, all of it
+/// implied by the label set, so it is worked out once per series and
+/// remembered for the target's next scrape (see [`Seen`]).
+#[derive(Clone, Copy)]
+struct SeriesInfo {
+    wire: Option<Wire>,
+    /// An `infertel_*` series (derived; never an input).
+    derived: bool,
+    /// A `_created` series (a timestamp, not a value of the family).
+    created: bool,
+    vllm: bool,
+    dcgm: bool,
+    /// A `vllm:` series with an `engine` label.
+    engine: bool,
+}
+
+impl SeriesInfo {
+    fn of(name: &str, l: &Labels) -> Self {
+        let vllm = name.starts_with("vllm:");
+        SeriesInfo {
+            wire: wire(name),
+            derived: name.starts_with("infertel_"),
+            created: name.ends_with("_created"),
+            vllm,
+            dcgm: name.starts_with("DCGM_FI_"),
+            engine: vllm && l.get("engine").is_some(),
+        }
+    }
+}
+
+/// One series of a target's last scrape, in body order. The label set is
+/// held (so its address stays its identity) until the next scrape takes it.
+struct Seen {
+    labels: Option<Labels>,
+    info: SeriesInfo,
+}
+
+// Both sorted bytewise (see `matches`).
 const VLLM_GROUP: &[&str] = &["engine", "instance", "job", "model_name", "namespace", "pod"];
 const GPU_GROUP: &[&str] = &["GPU_I_ID", "Hostname", "UUID", "gpu", "hostname", "instance", "job"];
 
@@ -193,8 +348,30 @@ fn with(mut base: LabelPairs, extra: &[(&str, &str)]) -> LabelPairs {
     base
 }
 
+/// True when `l` and `group` agree on every label of `names` (present in
+/// both with the same value, or absent from both). `names` is sorted
+/// bytewise, like `l` and `group`, so this is one merge pass over each; it
+/// runs for every input series of every evaluation.
 fn matches(l: &Labels, group: &LabelPairs, names: &[&str]) -> bool {
-    names.iter().all(|n| l.get(n) == group.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str()))
+    let (mut li, mut gi) = (l.as_slice(), group.as_slice());
+    for n in names {
+        while let Some((x, rest)) = li.split_first()
+            && x.name.as_bytes() < n.as_bytes()
+        {
+            li = rest;
+        }
+        while let Some(((k, _), rest)) = gi.split_first()
+            && k.as_bytes() < n.as_bytes()
+        {
+            gi = rest;
+        }
+        let lv = li.first().filter(|x| &*x.name == *n).map(|x| &*x.value);
+        let gv = gi.first().filter(|(k, _)| k == n).map(|(_, v)| v.as_str());
+        if lv != gv {
+            return false;
+        }
+    }
+    true
 }
 
 /// Per-target view at one time.
@@ -208,11 +385,17 @@ impl<'a> View<'a> {
     /// The first candidate name this target exposes (live or not).
     /// Prefers a name with live samples in the window (after a version
     /// switch the old name goes stale and the new one takes over).
-    fn pick(&self, input: &Input, suffix: &str) -> Option<String> {
-        let names: Vec<String> =
-            input.names.iter().map(|n| format!("{n}{suffix}")).filter(|n| self.st.series.contains_key(n)).collect();
-        let live = |n: &String| self.st.series[n].values().any(|s| in_window(s, self.t, self.w).is_ok());
-        names.iter().find(|n| live(n)).or(names.first()).cloned()
+    fn pick(&self, input: &Input, suffix: &str) -> Option<&'static str> {
+        let mut first = None;
+        for n in input.names {
+            let Some(w) = wire_with_suffix(n, suffix) else { continue };
+            let Some(m) = self.st.series.get(&WireName(w)) else { continue };
+            if m.values().any(|s| in_window(s, self.t, self.w).is_ok()) {
+                return Some(w);
+            }
+            first = first.or(Some(w));
+        }
+        first
     }
 
     fn select(
@@ -224,7 +407,7 @@ impl<'a> View<'a> {
         let name = self.pick(input, suffix).ok_or(Skip::MissingInput)?;
         let mut out = Vec::new();
         let mut err = Skip::MissingInput;
-        for (l, samples) in &self.st.series[&name] {
+        for (l, samples) in &self.st.series[&WireName(name)] {
             if !keep(l) {
                 continue;
             }
@@ -300,7 +483,18 @@ impl MaxPri for Skip {
 }
 
 fn source_of(st: &TargetState) -> Option<Source> {
-    schema::detect(&st.families, st.engine_label).map(|s| s.source())
+    st.detected.map(|s| s.source())
+}
+
+/// `name` + `suffix` as the interned wire name, when the engine keeps it.
+fn wire_with_suffix(name: &str, suffix: &str) -> Option<&'static str> {
+    if suffix.is_empty() {
+        return wire(name).map(|w| w.name);
+    }
+    let mut buf = String::with_capacity(name.len() + suffix.len());
+    buf.push_str(name);
+    buf.push_str(suffix);
+    wire(&buf).map(|w| w.name)
 }
 
 fn parse_le(s: &str) -> Option<f64> {
@@ -362,97 +556,151 @@ impl Engine {
     /// Takes a scrape's series (any number of targets); returns each target
     /// seen with the newest timestamp it brought.
     pub fn ingest(&mut self, series: &[Series]) -> BTreeMap<TargetKey, i64> {
-        // This runs on every sample of every scrape, so it works on borrowed
-        // strings: a batch is usually one scrape of one target, so the target
-        // is resolved once per run of series, and family names stay `&str`
-        // until the end. Only the few wanted series are stored.
+        // This runs on every series of every scrape, so it stays on borrowed
+        // strings and touches a series only as far as needed: most names are
+        // not inputs and cost one hash lookup. A batch is usually one scrape
+        // of one target, so the target is resolved once per run of series,
+        // and its state is looked up once per batch, not per series.
         struct Acc<'a> {
             job: &'a str,
             instance: &'a str,
             newest: i64,
-            families: BTreeSet<&'a str>,
+            families: Families,
             engine: bool,
             any_live: bool,
+            kept: Vec<(&'static str, &'a Series)>,
+            /// The target's series as of its last scrape, and how far this
+            /// batch has matched them.
+            old: Vec<Seen>,
+            pos: usize,
+            new: Vec<Seen>,
         }
         let mut accs: Vec<Acc<'_>> = Vec::new();
         let mut cur: Option<usize> = None;
         for s in series {
-            let (Some(job), Some(instance)) = (s.labels.get("job"), s.labels.get("instance")) else {
-                continue;
-            };
-            let name = s.labels.metric_name();
-            if name.starts_with("infertel_") {
-                continue;
-            }
-            let i = match cur {
-                Some(i) if accs[i].job == job && accs[i].instance == instance => i,
-                _ => {
-                    let i = accs.iter().position(|a| a.job == job && a.instance == instance).unwrap_or_else(|| {
-                        accs.push(Acc {
-                            job,
-                            instance,
-                            newest: i64::MIN,
-                            families: BTreeSet::new(),
-                            engine: false,
-                            any_live: false,
-                        });
-                        accs.len() - 1
-                    });
-                    cur = Some(i);
-                    i
+            // Fast path: the series at this position of the target's last
+            // scrape, by identity of the interned label set (which implies
+            // the same target and name). One series gone is skipped over;
+            // a new one takes the slow path and the next ones match again.
+            let hit = cur.and_then(|i| {
+                let a = &mut accs[i];
+                let same = |k: usize| {
+                    a.old.get(k).and_then(|x| x.labels.as_ref()).is_some_and(|l| Labels::ptr_eq(l, &s.labels))
+                };
+                let k = if same(a.pos) {
+                    a.pos
+                } else if same(a.pos + 1) {
+                    a.pos + 1
+                } else {
+                    return None;
+                };
+                a.pos = k + 1;
+                let seen = &mut a.old[k];
+                let info = seen.info;
+                a.new.push(Seen { labels: seen.labels.take(), info });
+                Some((i, info))
+            });
+            let (i, info) = match hit {
+                Some(x) => x,
+                None => {
+                    let (Some(job), Some(instance), name) = target_and_name(&s.labels) else {
+                        continue;
+                    };
+                    let info = SeriesInfo::of(name.unwrap_or(""), &s.labels);
+                    let i = match cur {
+                        Some(i) if accs[i].job == job && accs[i].instance == instance => i,
+                        _ => {
+                            let i =
+                                accs.iter().position(|a| a.job == job && a.instance == instance).unwrap_or_else(|| {
+                                    let key = TargetKey { job: job.to_string(), instance: instance.to_string() };
+                                    let old = self
+                                        .targets
+                                        .get_mut(&key)
+                                        .map(|st| std::mem::take(&mut st.order))
+                                        .unwrap_or_default();
+                                    accs.push(Acc {
+                                        job,
+                                        instance,
+                                        newest: i64::MIN,
+                                        families: Families::default(),
+                                        engine: false,
+                                        any_live: false,
+                                        kept: Vec::new(),
+                                        new: Vec::with_capacity(old.len()),
+                                        old,
+                                        pos: 0,
+                                    });
+                                    accs.len() - 1
+                                });
+                            cur = Some(i);
+                            i
+                        }
+                    };
+                    accs[i].new.push(Seen { labels: Some(s.labels.clone()), info });
+                    (i, info)
                 }
             };
+            if info.derived {
+                continue;
+            }
             let acc = &mut accs[i];
-            let newest = s.samples.iter().map(|x| x.timestamp_ms).max().unwrap_or(i64::MIN);
-            acc.newest = acc.newest.max(newest);
-            let live = s.samples.iter().any(|x| !is_stale_nan(x.value));
-            if live && !name.ends_with("_created") {
-                acc.any_live = true;
-                acc.families.insert(schema::family_of(name));
-                if name.starts_with("vllm:") && s.labels.get("engine").is_some() {
-                    acc.engine = true;
-                }
-            }
-            if !wanted(name) {
-                continue;
-            }
-            let key = TargetKey { job: job.to_string(), instance: instance.to_string() };
-            let st = self.targets.entry(key).or_default();
-            let by_name = match st.series.get_mut(name) {
-                Some(m) => m,
-                None => st.series.entry(name.to_string()).or_default(),
-            };
-            let v = by_name.entry(s.labels.clone()).or_default();
+            let mut live = false;
             for x in &s.samples {
-                if v.last().is_none_or(|l| x.timestamp_ms > l.timestamp_ms) {
-                    v.push(*x);
+                acc.newest = acc.newest.max(x.timestamp_ms);
+                live |= !is_stale_nan(x.value);
+            }
+            if live && !info.created {
+                acc.any_live = true;
+                acc.families.any_vllm |= info.vllm;
+                acc.families.any_dcgm |= info.dcgm;
+                acc.engine |= info.engine;
+                if let Some(w) = info.wire {
+                    acc.families.insert_index(w.family);
                 }
+            }
+            if let Some(w) = info.wire
+                && w.kept
+            {
+                acc.kept.push((w.name, s));
             }
         }
+        let retention = self.retention_ms();
         let mut touched: BTreeMap<TargetKey, i64> = BTreeMap::new();
         for a in accs {
             let key = TargetKey { job: a.job.to_string(), instance: a.instance.to_string() };
-            if a.any_live {
+            if a.any_live || !a.kept.is_empty() {
                 let st = self.targets.entry(key.clone()).or_default();
-                st.families = a.families.into_iter().map(str::to_string).collect();
-                st.engine_label = a.engine;
+                st.order = a.new;
+                if a.any_live {
+                    st.families = a.families;
+                    st.engine_label = a.engine;
+                    st.detected = schema::detect(&st.families, st.engine_label);
+                }
+                st.newest_ms = st.newest_ms.max(a.newest);
+                let cutoff = st.newest_ms.saturating_sub(retention);
+                for (name, s) in a.kept {
+                    let by_labels = st.series.entry(WireName(name)).or_default();
+                    let v = by_labels.samples_mut(&s.labels);
+                    for x in &s.samples {
+                        if v.last().is_none_or(|l| x.timestamp_ms > l.timestamp_ms) {
+                            v.push(*x);
+                        }
+                    }
+                    // Samples older than the retention go in chunks, not one
+                    // per scrape: shifting the window's samples down on every
+                    // scrape would cost more than the rest of this function.
+                    // Evaluation trims exactly first (see `evaluate`).
+                    if v.first().is_some_and(|x| x.timestamp_ms < cutoff) {
+                        let expired = v.partition_point(|x| x.timestamp_ms < cutoff);
+                        if expired >= 16 || expired * 4 >= v.len() {
+                            v.drain(..expired);
+                        }
+                    }
+                }
+            } else if let Some(st) = self.targets.get_mut(&key) {
+                st.newest_ms = st.newest_ms.max(a.newest);
             }
             touched.insert(key, a.newest);
-        }
-        let retention = self.retention_ms();
-        for (k, newest) in &touched {
-            if let Some(st) = self.targets.get_mut(k) {
-                st.newest_ms = st.newest_ms.max(*newest);
-                let cutoff = st.newest_ms - retention;
-                for by_labels in st.series.values_mut() {
-                    by_labels.retain(|_, v| {
-                        let keep_from = v.partition_point(|x| x.timestamp_ms < cutoff);
-                        v.drain(..keep_from);
-                        !v.is_empty()
-                    });
-                }
-                st.series.retain(|_, m| !m.is_empty());
-            }
         }
         // Targets that vanished (pods come and go) are forgotten once no
         // sample of theirs is within the retention of the newest one seen,
@@ -460,18 +708,34 @@ impl Engine {
         // target churn.
         if let Some(newest) = touched.values().copied().max() {
             let cutoff = newest.saturating_sub(retention);
-            let gone: Vec<TargetKey> = self
-                .targets
-                .iter()
-                .filter(|(k, st)| !touched.contains_key(*k) && st.newest_ms < cutoff)
-                .map(|(k, _)| k.clone())
-                .collect();
-            for k in gone {
-                self.targets.remove(&k);
-                self.emitted.remove(&k);
+            if self.targets.values().any(|st| st.newest_ms < cutoff) {
+                let gone: Vec<TargetKey> = self
+                    .targets
+                    .iter()
+                    .filter(|(k, st)| !touched.contains_key(*k) && st.newest_ms < cutoff)
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for k in gone {
+                    self.targets.remove(&k);
+                    self.emitted.remove(&k);
+                }
             }
         }
         touched
+    }
+
+    /// True when target `key`, scraped at `t`, is due for evaluation under
+    /// `interval_ms`: the first time, and whenever `t` enters a new multiple
+    /// of the interval since its last evaluation (0: every scrape). Derived
+    /// series are windowed aggregates, so evaluating them on every 1 s scrape
+    /// would repeat nearly the same numbers at a cost in CPU; aligning to the
+    /// interval's grid keeps a steady cadence whatever the scrape jitter.
+    pub fn due(&self, key: &TargetKey, t: i64, interval_ms: i64) -> bool {
+        let Some(st) = self.targets.get(key) else { return true };
+        if interval_ms <= 0 || st.evaluated_ms == i64::MIN {
+            return true;
+        }
+        t.div_euclid(interval_ms) != st.evaluated_ms.div_euclid(interval_ms)
     }
 
     /// Number of targets whose state is kept.
@@ -491,8 +755,13 @@ impl Engine {
     pub fn evaluate(&mut self, key: &TargetKey, t: i64) -> Evaluation {
         let mut out = Out::default();
         let mut event = None;
+        let retention = self.retention_ms();
+        if let Some(st) = self.targets.get_mut(key) {
+            st.trim(st.newest_ms.saturating_sub(retention));
+            st.evaluated_ms = st.evaluated_ms.max(t);
+        }
         if let Some(st) = self.targets.get(key) {
-            let detected = schema::detect(&st.families, st.engine_label);
+            let detected = st.detected;
             if let Some(s) = detected
                 && st.schema != Some(s)
             {
@@ -746,7 +1015,7 @@ impl Engine {
         let mut gpus: BTreeSet<LabelPairs> = BTreeSet::new();
         for input in [&schema::FB_USED, &schema::POWER, &schema::DRAM_ACTIVE] {
             if let Some(n) = v.pick(input, "") {
-                for (l, s) in &v.st.series[&n] {
+                for (l, s) in &v.st.series[&WireName(n)] {
                     if in_window(s, v.t, v.w).is_ok() {
                         gpus.insert(restrict(l, GPU_GROUP));
                     }
@@ -785,7 +1054,7 @@ impl Engine {
             let v = View { st, t, w: self.settings.window_ms };
             if let Some(n) = v.pick(&schema::POWER, "") {
                 let mut seen = BTreeSet::new();
-                for (l, s) in &st.series[&n] {
+                for (l, s) in &st.series[&WireName(n)] {
                     if l.get("GPU_I_ID").is_none()
                         && in_window(s, t, v.w).is_ok()
                         && seen.insert(restrict(l, GPU_GROUP))
@@ -926,5 +1195,112 @@ impl Engine {
         } else {
             vals.iter().sum::<f64>() / vals.len() as f64
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `matches` (one merge pass) agrees with the plain definition: every
+    /// label of `names` present in both with equal values, or in neither.
+    #[test]
+    fn matches_agrees_with_definition() {
+        let plain = |l: &Labels, g: &LabelPairs, names: &[&str]| {
+            names.iter().all(|n| l.get(n) == g.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str()))
+        };
+        let sets = [
+            Labels::from_pairs([("__name__", "x"), ("engine", "0"), ("job", "v"), ("model_name", "m")]),
+            Labels::from_pairs([("engine", "0"), ("instance", "a"), ("job", "v"), ("model_name", "m"), ("pod", "p")]),
+            Labels::from_pairs([("engine", "1"), ("instance", "a"), ("job", "v"), ("model_name", "m")]),
+            Labels::from_pairs([("GPU_I_ID", "1"), ("Hostname", "h"), ("UUID", "u"), ("gpu", "0"), ("job", "d")]),
+            Labels::from_pairs([("Hostname", "h"), ("UUID", "u"), ("gpu", "0"), ("job", "d"), ("namespace", "n")]),
+            Labels::from_pairs([("instance", "a")]),
+            Labels::default(),
+        ];
+        let mut compared = 0;
+        for names in [VLLM_GROUP, GPU_GROUP] {
+            assert!(names.windows(2).all(|w| w[0].as_bytes() < w[1].as_bytes()), "{names:?} sorted");
+            for a in &sets {
+                for b in &sets {
+                    let mut wide: Vec<&str> = names.to_vec();
+                    wide.extend(["namespace", "pod"]);
+                    wide.sort();
+                    wide.dedup();
+                    for g in [restrict(b, names), restrict(b, &wide)] {
+                        assert_eq!(matches(a, &g, names), plain(a, &g, names), "{a:?} vs {g:?} on {names:?}");
+                        compared += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(compared, 2 * 7 * 7 * 2);
+    }
+
+    /// The fast path (the same interned label sets as the last scrape) and
+    /// the slow path (fresh label sets every scrape) derive the same values,
+    /// also when series appear, vanish and change order between scrapes.
+    #[test]
+    fn interned_and_fresh_label_sets_derive_the_same() {
+        let names = [
+            ("vllm:generation_tokens_total", ""),
+            ("vllm:prompt_tokens_total", ""),
+            ("vllm:e2e_request_latency_seconds_count", ""),
+            ("vllm:e2e_request_latency_seconds_sum", ""),
+            ("vllm:request_queue_time_seconds_sum", ""),
+            ("vllm:kv_cache_usage_perc", ""),
+            ("vllm:time_to_first_token_seconds_bucket", "0.1"),
+            ("vllm:time_to_first_token_seconds_bucket", "1"),
+            ("vllm:time_to_first_token_seconds_bucket", "+Inf"),
+            ("process_cpu_seconds_total", ""),
+        ];
+        let labels = |i: usize| {
+            let (n, le) = names[i];
+            let mut v = vec![("__name__", n), ("engine", "0"), ("instance", "a"), ("job", "v"), ("model_name", "m")];
+            if !le.is_empty() {
+                v.push(("le", le));
+            }
+            Labels::from_pairs(v)
+        };
+        let interned: Vec<Labels> = (0..names.len()).map(labels).collect();
+        let run = |fresh: bool| {
+            let mut e = Engine::new(Settings { window_ms: 10_000, ..Settings::default() });
+            let mut out = Vec::new();
+            for k in 0..30i64 {
+                let t = 100_000 + k * 1000;
+                let mut order: Vec<usize> = (0..names.len()).collect();
+                if k % 7 == 3 {
+                    order.reverse();
+                }
+                if k % 5 == 2 {
+                    order.retain(|i| *i != 1);
+                }
+                let batch: Vec<Series> = order
+                    .iter()
+                    .map(|&i| Series {
+                        labels: if fresh { labels(i) } else { interned[i].clone() },
+                        samples: vec![Sample { timestamp_ms: t, value: (k * (i as i64 + 1)) as f64 }],
+                    })
+                    .collect();
+                let touched = e.ingest(&batch);
+                for (key, t) in touched {
+                    let ev = e.evaluate(&key, t);
+                    out.push(
+                        ev.derived.iter().map(|d| (d.name, d.labels.clone(), d.value.to_bits())).collect::<Vec<_>>(),
+                    );
+                }
+            }
+            out
+        };
+        let (a, b) = (run(false), run(true));
+        assert_eq!(a.len(), 30);
+        assert!(a.iter().any(|d| d.iter().any(|(n, _, _)| *n == "infertel_generation_tokens_per_second")));
+        let sorted = |mut v: Vec<_>| {
+            v.sort();
+            v
+        };
+        for (x, y) in a.into_iter().zip(b) {
+            assert_eq!(sorted(x), sorted(y));
+        }
     }
 }

@@ -3,8 +3,6 @@
 //! after the DCGM 4.6 `_RATIO` renames. Sources: `shared/reference/
 //! vllm-metrics.md`, `vllm-metrics-matrix.txt`, `dcgm-metrics.md`.
 
-use std::collections::BTreeSet;
-
 /// Candidate wire names per input, preferred first. The first one a target
 /// exposes is used.
 pub struct Input {
@@ -111,11 +109,125 @@ impl Schema {
     }
 }
 
-/// Families a target exposes (base names: histograms without `_bucket` etc.)
-/// and whether any `vllm:` series carries an `engine` label.
-pub fn detect(families: &BTreeSet<String>, vllm_engine_label: bool) -> Option<Schema> {
+/// The families of a target that schema detection and expectations look at
+/// (every input name and every era marker, see [`relevant_families`]) as a
+/// bit set, plus whether any `vllm:` or `DCGM_FI_` family is exposed at all.
+/// A bit set because it is rebuilt on every scrape of every target.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Families {
+    bits: u128,
+    pub any_vllm: bool,
+    pub any_dcgm: bool,
+}
+
+impl Families {
+    /// Records a family (base name: histograms without `_bucket` etc.).
+    pub fn insert(&mut self, family: &str) {
+        if family.starts_with("vllm:") {
+            self.any_vllm = true;
+        } else if family.starts_with("DCGM_FI_") {
+            self.any_dcgm = true;
+        }
+        if let Some(i) = relevant_index(family) {
+            self.bits |= 1 << i;
+        }
+    }
+
+    /// Records a family known by its index in [`relevant_families`].
+    pub fn insert_index(&mut self, i: u8) {
+        self.bits |= 1 << i;
+    }
+
+    /// True when `family` was recorded; always false for a family that is
+    /// neither an input nor an era marker (those are not tracked).
+    pub fn contains(&self, family: &str) -> bool {
+        relevant_index(family).is_some_and(|i| self.bits & (1 << i) != 0)
+    }
+}
+
+impl<'a> FromIterator<&'a str> for Families {
+    fn from_iter<I: IntoIterator<Item = &'a str>>(iter: I) -> Self {
+        let mut f = Families::default();
+        for x in iter {
+            f.insert(x);
+        }
+        f
+    }
+}
+
+/// Era markers that are not inputs.
+const MARKERS: &[&str] = &[
+    "vllm:num_requests_swapped",
+    "vllm:cpu_cache_usage_perc",
+    "vllm:gpu_prefix_cache_hit_rate",
+    "vllm:avg_generation_throughput_toks_per_s",
+    "vllm:kv_cache_usage_perc",
+    "vllm:prefix_cache_queries_total",
+    "vllm:gpu_cache_usage_perc",
+    "vllm:gpu_prefix_cache_queries_total",
+    "vllm:prompt_tokens_cached_total",
+    "DCGM_FI_DEV_GPU_UTIL_RATIO",
+    "DCGM_FI_DEV_BOARD_POWER_WATTS",
+    "DCGM_FI_PROF_DRAM_UTIL_RATIO",
+    "DCGM_FI_PROF_TENSOR_UTIL_RATIO",
+];
+
+/// Every input of every derived series.
+pub const ALL_INPUTS: &[&Input] = &[
+    &PROMPT_TOKENS,
+    &GENERATION_TOKENS,
+    &PREFIX_QUERIES,
+    &PREFIX_HITS,
+    &PREFIX_HIT_RATE_V0,
+    &PROMPT_TOKENS_CACHED,
+    &SUCCESS,
+    &TTFT,
+    &ITL,
+    &E2E,
+    &QUEUE,
+    &PREFILL,
+    &DECODE,
+    &INFERENCE,
+    &ITERATION_TOKENS,
+    &REQUEST_PROMPT_TOKENS,
+    &REQUEST_GENERATION_TOKENS,
+    &KV_USAGE,
+    &WAITING,
+    &RUNNING,
+    &HTTP_REQUESTS,
+    &FB_USED,
+    &FB_FREE,
+    &POWER,
+    &ENERGY,
+    &GPU_UTIL,
+    &DRAM_ACTIVE,
+    &TENSOR_ACTIVE,
+    &GR_ENGINE_ACTIVE,
+];
+
+/// The families [`Families`] tracks: input names, then era markers, each once.
+pub fn relevant_families() -> &'static [&'static str] {
+    static LIST: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+        let mut v: Vec<&'static str> = Vec::new();
+        for n in ALL_INPUTS.iter().flat_map(|i| i.names.iter().copied()).chain(MARKERS.iter().copied()) {
+            if !v.contains(&n) {
+                v.push(n);
+            }
+        }
+        assert!(v.len() <= 128, "Families holds 128 families");
+        v
+    });
+    &LIST
+}
+
+fn relevant_index(family: &str) -> Option<u8> {
+    relevant_families().iter().position(|f| *f == family).map(|i| i as u8)
+}
+
+/// The schema a target's families and `engine` label imply.
+pub fn detect(families: &Families, vllm_engine_label: bool) -> Option<Schema> {
     let has = |n: &str| families.contains(n);
-    if families.iter().any(|f| f.starts_with("vllm:")) {
+    if families.any_vllm {
         if has("vllm:num_requests_swapped")
             || has("vllm:cpu_cache_usage_perc")
             || has("vllm:gpu_prefix_cache_hit_rate")
@@ -135,7 +247,7 @@ pub fn detect(families: &BTreeSet<String>, vllm_engine_label: bool) -> Option<Sc
             _ => Schema::VllmV1NewNames,
         });
     }
-    if families.iter().any(|f| f.starts_with("DCGM_FI_")) {
+    if families.any_dcgm {
         let renamed = [
             "DCGM_FI_DEV_GPU_UTIL_RATIO",
             "DCGM_FI_DEV_BOARD_POWER_WATTS",

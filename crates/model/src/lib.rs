@@ -107,6 +107,18 @@ impl Labels {
         self.get(METRIC_NAME).unwrap_or("")
     }
 
+    /// True when both are the same allocation (the same interned label set),
+    /// which implies equal content; a pointer comparison.
+    pub fn ptr_eq(a: &Labels, b: &Labels) -> bool {
+        Arc::ptr_eq(&a.0, &b.0)
+    }
+
+    /// Address of the shared allocation: an identity of this label set for
+    /// as long as a clone of it is held.
+    pub fn addr(&self) -> usize {
+        Arc::as_ptr(&self.0) as *const Label as usize
+    }
+
     /// A stable 64-bit hash of the label set (FNV-1a over names and values),
     /// used to shard series and to spread scrapes; stable across runs.
     pub fn stable_hash(&self) -> u64 {

@@ -10,6 +10,10 @@ use std::collections::BTreeMap;
 pub struct InferenceConfig {
     /// Rates, ratios and quantiles are taken over this window (≥ 2 samples).
     pub window: Duration,
+    /// Each target's derived series are evaluated at most once per interval
+    /// (on its first scrape in each new multiple of it); default a quarter
+    /// of `window`; `0s` evaluates on every scrape.
+    pub evaluation_interval: Option<Duration>,
     /// `node` (default), `pod`, or `{map: {<vllm instance>: [<GPU UUID>, ...]}}`.
     pub join: JoinConfig,
     pub objectives: ObjectivesConfig,
@@ -21,6 +25,7 @@ impl Default for InferenceConfig {
     fn default() -> Self {
         InferenceConfig {
             window: Duration::from_millis(60_000),
+            evaluation_interval: None,
             join: JoinConfig::Mode("node".into()),
             objectives: ObjectivesConfig::default(),
             scale: ScaleConfig::default(),
@@ -93,6 +98,11 @@ impl InferenceConfig {
         if self.window.get().as_millis() < 1000 {
             return Err("window must be at least 1s (two scrapes must fit in it)".into());
         }
+        if let Some(e) = self.evaluation_interval
+            && e.get() > self.window.get()
+        {
+            return Err("evaluation_interval must not exceed window (derived series would skip samples)".into());
+        }
         if let JoinConfig::Mode(m) = &self.join
             && m != "node"
             && m != "pod"
@@ -117,6 +127,7 @@ impl InferenceConfig {
         let secs = |d: Duration| d.get().as_secs_f64();
         inf::Settings {
             window_ms: ms(self.window),
+            evaluation_interval_ms: self.evaluation_interval.map_or(ms(self.window) / 4, ms),
             join: match &self.join {
                 JoinConfig::Mode(m) if m == "pod" => inf::Join::Pod,
                 JoinConfig::Mode(_) => inf::Join::Node,

@@ -1,13 +1,13 @@
 //! Processor `inference`: passes every batch on unchanged and appends the
 //! derived `infertel_*` series of the targets the batch came from, stamped
-//! with the scrape time. Derived series whose inputs went away get a
+//! with the scrape time, at most once per `evaluation_interval`. Derived series whose inputs went away get a
 //! staleness marker; values that cannot be computed are not emitted and the
 //! reason is counted in `infertel_processor_inference_skipped_total`.
 
 use super::config::InferenceConfig;
 use crate::consumer::{BoxFuture, Consumer};
 use crate::telemetry::Telemetry;
-use infertel_inference::{Engine, Evaluation, catalog};
+use infertel_inference::{Engine, Evaluation, TargetKey, catalog};
 use infertel_model::{Batch, Label, Labels, METRIC_NAME, Metadata, MetricType, Sample, Series, stale_nan};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -65,7 +65,10 @@ impl InferenceProcessor {
         let evals: Vec<Evaluation> = {
             let mut e = self.engine.lock().unwrap_or_else(|p| p.into_inner());
             let touched = e.ingest(&batch.series);
-            touched.iter().filter(|(_, t)| **t != i64::MIN).map(|(k, t)| e.evaluate(k, *t)).collect()
+            let every = e.settings.evaluation_interval_ms;
+            let due: Vec<(&TargetKey, i64)> =
+                touched.iter().filter(|(k, t)| **t != i64::MIN && e.due(k, **t, every)).map(|(k, t)| (k, *t)).collect();
+            due.into_iter().map(|(k, t)| e.evaluate(k, t)).collect()
         };
         let mut families = BTreeSet::new();
         for ev in &evals {
@@ -100,5 +103,84 @@ impl Consumer for InferenceProcessor {
             batch.metadata.extend(derived.metadata);
             self.next.consume(batch).await;
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Sink;
+    impl Consumer for Sink {
+        fn consume(&self, _: Batch) -> BoxFuture<'_, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    /// One scrape of a V1 vLLM target at `t` (ms): a token counter and the
+    /// KV-cache gauge.
+    fn scrape(instance: &str, t: i64) -> Batch {
+        let s = |name: &str, v: f64| Series {
+            labels: Labels::from_pairs([
+                ("__name__", name),
+                ("engine", "0"),
+                ("instance", instance),
+                ("job", "vllm"),
+                ("model_name", "m"),
+            ]),
+            samples: vec![Sample { timestamp_ms: t, value: v }],
+        };
+        Batch {
+            series: vec![s("vllm:generation_tokens_total", t as f64 / 10.0), s("vllm:kv_cache_usage_perc", 0.5)],
+            metadata: vec![],
+        }
+    }
+
+    /// Times (s) at which `instance` got derived series, over 1 s scrapes.
+    fn evaluations(yaml: &str, scrapes: i64) -> Vec<i64> {
+        let cfg: InferenceConfig = serde_yaml::from_str(yaml).expect("config");
+        cfg.validate().expect("valid");
+        let p = InferenceProcessor::new("inference".into(), &cfg, Arc::new(Sink), Telemetry::new());
+        let mut at = Vec::new();
+        for i in 0..scrapes {
+            let t = 1_000_000 + i * 1000;
+            let out = p.derive(&scrape("a:8000", t));
+            if out.series.iter().any(|s| s.labels.metric_name() == "infertel_target_schema_info") {
+                at.push((t - 1_000_000) / 1000);
+            }
+        }
+        at
+    }
+
+    #[test]
+    fn evaluates_once_per_interval_on_its_grid() {
+        // 1_000_000 ms is a multiple of 10 s: evaluations at 0, 10, 20 s.
+        assert_eq!(evaluations("evaluation_interval: 10s", 25), vec![0, 10, 20]);
+        // Default: a quarter of the window (40 s / 4).
+        assert_eq!(evaluations("window: 40s", 25), vec![0, 10, 20]);
+        assert_eq!(evaluations("evaluation_interval: 0s", 5), vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn rates_are_right_when_evaluated_sparsely() {
+        let cfg: InferenceConfig = serde_yaml::from_str("evaluation_interval: 5s").expect("config");
+        let p = InferenceProcessor::new("inference".into(), &cfg, Arc::new(Sink), Telemetry::new());
+        let mut last = None;
+        for i in 0..12 {
+            let out = p.derive(&scrape("a:8000", 1_000_000 + i * 1000));
+            if let Some(s) =
+                out.series.iter().find(|s| s.labels.metric_name() == "infertel_generation_tokens_per_second")
+            {
+                last = Some(s.samples[0].value);
+            }
+        }
+        // The counter grows by 100 per 1 s scrape.
+        assert_eq!(last, Some(100.0));
+    }
+
+    #[test]
+    fn evaluation_interval_longer_than_window_is_refused() {
+        let cfg: InferenceConfig = serde_yaml::from_str("{window: 10s, evaluation_interval: 20s}").expect("parses");
+        assert!(cfg.validate().unwrap_err().contains("evaluation_interval"));
     }
 }

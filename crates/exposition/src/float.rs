@@ -60,6 +60,98 @@ fn is_decimal(s: &[u8]) -> bool {
     i == s.len()
 }
 
+/// Exact powers of ten (every one up to 1e22 is a double).
+const POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20,
+    1e21, 1e22,
+];
+
+/// The common case of the decimal grammar in one pass, without validating
+/// and converting separately: at most 19 digits whose value fits in 53 bits,
+/// scaled by at most 10^±22. Then the mantissa and the power of ten are both
+/// exact doubles and one multiplication or division rounds correctly
+/// (Clinger's fast path), so the result is bit for bit what the full
+/// conversion gives. Anything else (long or huge mantissas, big exponents,
+/// odd syntax) returns `None` and takes the full path.
+fn fast_decimal(s: &[u8]) -> Option<f64> {
+    let mut i = 0;
+    let neg = match s.first() {
+        Some(b'-') => {
+            i = 1;
+            true
+        }
+        Some(b'+') => {
+            i = 1;
+            false
+        }
+        _ => false,
+    };
+    let mut mantissa: u64 = 0;
+    let mut digits = 0usize;
+    let mut frac = 0i32;
+    let mut seen_point = false;
+    while let Some(&b) = s.get(i) {
+        match b {
+            b'0'..=b'9' => {
+                digits += 1;
+                if digits > 19 {
+                    return None;
+                }
+                mantissa = mantissa * 10 + u64::from(b - b'0');
+                if seen_point {
+                    frac += 1;
+                }
+            }
+            b'.' if !seen_point => seen_point = true,
+            _ => break,
+        }
+        i += 1;
+    }
+    if digits == 0 {
+        return None;
+    }
+    let mut exp = 0i32;
+    if let Some(b'e' | b'E') = s.get(i) {
+        i += 1;
+        let eneg = match s.get(i) {
+            Some(b'-') => {
+                i += 1;
+                true
+            }
+            Some(b'+') => {
+                i += 1;
+                false
+            }
+            _ => false,
+        };
+        let start = i;
+        while let Some(&b) = s.get(i).filter(|b| b.is_ascii_digit()) {
+            if i - start >= 4 {
+                return None;
+            }
+            exp = exp * 10 + i32::from(b - b'0');
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        if eneg {
+            exp = -exp;
+        }
+    }
+    if i != s.len() || mantissa > 1 << 53 {
+        return None;
+    }
+    let e = exp - frac;
+    let m = mantissa as f64;
+    let v = match e {
+        0..=22 => m * POW10[e as usize],
+        -22..=-1 => m / POW10[(-e) as usize],
+        _ => return None,
+    };
+    Some(if neg { -v } else { v })
+}
+
 /// Converts a string that passed [`is_decimal`]; overflow to ±inf is a range error.
 fn decimal(s: &[u8]) -> Result<f64, FloatError> {
     let text = std::str::from_utf8(s).map_err(|_| FloatError::Syntax)?;
@@ -87,6 +179,9 @@ fn go_special(s: &[u8]) -> Option<f64> {
 /// `ParseFloat(s, 64)` after refusing any `p`, `P` or `_` (so no hex floats and
 /// no digit separators). NaN comes back canonical.
 pub(crate) fn parse_go_float(s: &[u8]) -> Result<f64, FloatError> {
+    if let Some(v) = fast_decimal(s) {
+        return Ok(v);
+    }
     if let Some(v) = go_special(s) {
         return Ok(v);
     }
@@ -109,6 +204,9 @@ pub(crate) fn parse_om_number(s: &[u8]) -> Result<f64, FloatError> {
     }
     if rest.eq_ignore_ascii_case(b"inf") || rest.eq_ignore_ascii_case(b"infinity") {
         return Ok(if s[0] == b'-' { f64::NEG_INFINITY } else { f64::INFINITY });
+    }
+    if let Some(v) = fast_decimal(s) {
+        return Ok(v);
     }
     if !is_decimal(s) {
         return Err(FloatError::Syntax);
@@ -189,6 +287,80 @@ mod tests {
         }
         for s in ["1e400", "-1e400", "1.8e308"] {
             assert_eq!(parse_go_float(s.as_bytes()), Err(FloatError::Range), "{s}");
+        }
+    }
+
+    /// The full path: grammar check, then Rust's correctly rounded conversion.
+    fn slow(s: &str) -> Option<f64> {
+        is_decimal(s.as_bytes()).then(|| s.parse::<f64>().ok()).flatten()
+    }
+
+    #[test]
+    fn fast_path_is_the_full_conversion_bit_for_bit() {
+        let mut taken = 0;
+        for s in [
+            "0",
+            "-0",
+            "+0",
+            "1",
+            "08",
+            "5.",
+            ".5",
+            "0.1",
+            "0.3",
+            "123.456",
+            "-3e3",
+            "1.7560473e+07",
+            "9007199254740992",
+            "9007199254740993",
+            "1.74969978319e+09",
+            "3.6727328723e+010",
+            "1e22",
+            "1e23",
+            "1e-22",
+            "1e-23",
+            "0.000001",
+            "9999999999999999999",
+            "99999999999999999999",
+            "1e",
+            "1e+",
+            "1.2.3",
+            ".",
+            "+",
+            "-",
+            "1e00001",
+            "4.9e-324",
+            "2.2250738585072014e-308",
+            "0.5034303665161133",
+            "321950.71",
+            "1.0",
+            "34592.0",
+        ] {
+            let fast = fast_decimal(s.as_bytes());
+            if let Some(v) = fast {
+                taken += 1;
+                assert_eq!(Some(v.to_bits()), slow(s).map(f64::to_bits), "{s}");
+            }
+        }
+        assert!(taken >= 20, "the fast path takes the common forms ({taken})");
+        assert_eq!(fast_decimal(b"-0").map(f64::to_bits), Some((-0.0f64).to_bits()));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 20_000, ..Default::default() })]
+        /// Random decimal-looking strings: whenever the fast path answers, it
+        /// answers what the full conversion does; and it refuses nothing the
+        /// grammar refuses.
+        #[test]
+        fn fast_path_agrees(s in r"[+-]?[0-9]{0,20}(\.[0-9]{0,20})?([eE][+-]?[0-9]{0,5})?") {
+            match fast_decimal(s.as_bytes()) {
+                Some(v) => proptest::prop_assert_eq!(Some(v.to_bits()), slow(&s).map(f64::to_bits), "{}", s),
+                None => {}
+            }
+            proptest::prop_assert_eq!(parse_go_float(s.as_bytes()).ok().map(f64::to_bits), {
+                let r = if is_decimal(s.as_bytes()) { decimal(s.as_bytes()).ok() } else { None };
+                r.map(f64::to_bits)
+            });
         }
     }
 

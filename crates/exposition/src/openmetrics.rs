@@ -9,8 +9,8 @@
 //!
 //! Each rejection carries a short, stable rule name in [`ParseError::rule`].
 
+use foldhash::HashSet;
 use std::borrow::Cow;
-use std::collections::HashSet;
 
 use infertel_model::MetricType;
 
@@ -26,7 +26,7 @@ pub(crate) fn parse(body: &[u8]) -> Result<Exposition<'_>, ParseError> {
         let col = at - body[..at].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
         ParseError::rule(line, col, "utf8", "body is not valid UTF-8")
     })?;
-    let mut p = Parser { out: Exposition::default(), cur: None, seen_names: HashSet::new(), line: 0 };
+    let mut p = Parser { out: Exposition::default(), cur: None, seen_names: HashSet::default(), line: 0 };
     let content = text.strip_suffix('\n').unwrap_or(text);
     let mut eof = false;
     // An empty body has no lines at all (it is missing `# EOF`, not blank).
@@ -95,8 +95,8 @@ impl<'a> Current<'a> {
             checked: Vec::new(),
             group: None,
             group_ts: None,
-            group_series: HashSet::new(),
-            seen_groups: HashSet::new(),
+            group_series: HashSet::default(),
+            seen_groups: HashSet::default(),
         }
     }
 

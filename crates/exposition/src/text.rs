@@ -22,7 +22,9 @@
 //! (its lexer reads NUL as end of input).
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+// Keys come from the scraped body: a seeded hasher, so a target cannot
+// craft colliding names (foldhash is as fast as Fx on short keys).
+use foldhash::HashMap;
 
 use infertel_model::MetricType;
 
@@ -37,8 +39,15 @@ pub(crate) fn parse(body: &[u8]) -> Result<Exposition<'_>, ParseError> {
     // ASCII bytes, so always char boundaries). An invalid body falls back to
     // per-token checks, which say where the bad byte is.
     let text = std::str::from_utf8(body).ok();
-    let mut p =
-        Parser { buf: body, text, pos: 0, line: 1, line_start: 0, out: Exposition::default(), by_name: HashMap::new() };
+    let mut p = Parser {
+        buf: body,
+        text,
+        pos: 0,
+        line: 1,
+        line_start: 0,
+        out: Exposition::default(),
+        by_name: HashMap::default(),
+    };
     // Size the outputs once: one sample per line at most, and a handful of
     // labels each, instead of growing (and copying) from empty every scrape.
     let lines = memchr::memchr_iter(b'\n', body).count() + 1;

@@ -5,7 +5,8 @@
 //!
 //! With `--inference T` the scrapes rotate over T targets (as peer-bench's
 //! scrapes do) and each goes through the `inference` processor first, to
-//! measure what that processor costs.
+//! measure what that processor costs; `--targets T` rotates over T targets
+//! without it (each keeps its own series cache, as in the agent).
 
 use infertel_model::Batch;
 use infertel_model::Labels;
@@ -57,7 +58,14 @@ fn main() {
         auth: ScrapeAuth::None,
         interner: Default::default(),
     };
-    let targets: Vec<Target> = (0..inference_targets.unwrap_or(1))
+    let target_count: usize = args
+        .iter()
+        .position(|a| a == "--targets")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|a| a.parse().ok())
+        .or(inference_targets)
+        .unwrap_or(1);
+    let targets: Vec<Target> = (0..target_count)
         .map(|k| {
             let instance = format!("127.0.0.1:{}", 21000 + k);
             let labels = Labels::from_pairs([("job", "bench"), ("instance", instance.as_str())]);

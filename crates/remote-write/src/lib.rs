@@ -172,7 +172,13 @@ fn wire_labels(labels: &Labels) -> impl Iterator<Item = &model::Label> {
 
 /// Body size of one `TimeSeries` message.
 fn series_body_size(series: &Series) -> usize {
-    let labels: usize = wire_labels(&series.labels).map(|l| len_field(label_body_size(&l.name, &l.value))).sum();
+    let mut labels = 0;
+    for l in wire_labels(&series.labels) {
+        // The short form of `encode_protobuf`: key, length, body.
+        let body = 4 + l.name.len() + l.value.len();
+        labels +=
+            if body < 128 && !l.name.is_empty() { 2 + body } else { len_field(label_body_size(&l.name, &l.value)) };
+    }
     let samples: usize = series.samples.iter().map(|s| len_field(sample_body_size(s))).sum();
     labels + samples
 }
@@ -228,6 +234,18 @@ pub fn encode_protobuf(buf: &mut Vec<u8>, series: &[Series], metadata: &[Metadat
         o.byte(WRITE_REQUEST_TIMESERIES);
         o.varint(body as u64);
         for l in wire_labels(&s.labels) {
+            let (n, v) = (l.name.as_bytes(), l.value.as_bytes());
+            // Nearly every label is short: with a body under 128 bytes every
+            // length is one byte and both strings are present, so the four
+            // key/length bytes go out together.
+            let body = 4 + n.len() + v.len();
+            if body < 128 && !n.is_empty() {
+                o.bytes(&[TIMESERIES_LABELS, body as u8, LABEL_NAME, n.len() as u8]);
+                o.bytes(n);
+                o.bytes(&[LABEL_VALUE, v.len() as u8]);
+                o.bytes(v);
+                continue;
+            }
             o.byte(TIMESERIES_LABELS);
             o.varint(label_body_size(&l.name, &l.value) as u64);
             o.string_field(LABEL_NAME, &l.name);
@@ -262,6 +280,10 @@ pub fn encode_protobuf(buf: &mut Vec<u8>, series: &[Series], metadata: &[Metadat
         put_string_field(buf, METADATA_UNIT, &m.unit);
     }
 }
+
+/// Buffers larger than this are shrunk when a request needed under a quarter
+/// of them; below it they are kept whatever their use, to avoid reallocating.
+pub const SHRINK_ABOVE: usize = 1 << 20;
 
 /// Reusable Remote-Write 1.0 body encoder. Keep one per sending shard: the
 /// protobuf and snappy buffers, and snappy's hash table, are reused.
@@ -322,6 +344,7 @@ impl Encoder {
         encode_protobuf(&mut self.raw, series, metadata);
         let end = self.raw.len();
         self.compress(0..end)?;
+        self.settle();
         Ok(&self.compressed[..self.compressed_len])
     }
 
@@ -334,6 +357,11 @@ impl Encoder {
         }
         if self.compressed.len() < max.max(1) {
             self.compressed.resize(max.max(1), 0);
+        } else if self.compressed.len() > SHRINK_ABOVE && self.compressed.len() > 4 * max {
+            // One big request (a backlog flushed at once) must not pin its
+            // buffer for good: there is one encoder per sending consumer.
+            self.compressed.truncate(max.max(1));
+            self.compressed.shrink_to_fit();
         }
         self.compressed_len = self.snappy.compress(input, &mut self.compressed)?;
         Ok(())
@@ -379,7 +407,16 @@ impl Encoder {
             self.compress(0..meta_end)?;
             emit(0..0, &self.compressed[..self.compressed_len]);
         }
+        self.settle();
         Ok(())
+    }
+
+    /// Gives back the protobuf buffer's memory when it is far larger than the
+    /// last request needed (see [`SHRINK_ABOVE`]); called after each encode.
+    fn settle(&mut self) {
+        if self.raw.capacity() > SHRINK_ABOVE && self.raw.capacity() > 4 * self.raw.len() {
+            self.raw.shrink_to(self.raw.len());
+        }
     }
 
     /// The uncompressed protobuf of the last encode (for tests and size stats).

@@ -27,6 +27,11 @@ fn fixture() -> (Vec<Series>, Vec<Metadata>) {
             &[(1, f64::INFINITY), (-5, f64::NEG_INFINITY), (0, f64::NAN)],
         ),
         series(&[("__name__", "no_samples")], &[]),
+        // Label bodies of 127, 128 and 300 bytes: the short and long forms.
+        series(
+            &[("__name__", "long"), ("a", &"x".repeat(122)), ("b", &"y".repeat(123)), ("c", &"z".repeat(295))],
+            &[(7, 1.0)],
+        ),
     ];
     let m = vec![
         meta("vllm:num_requests_running", MT::Gauge, "Number of requests running.", ""),
@@ -145,7 +150,9 @@ fn native_histogram_messages_round_trip() {
 }
 
 fn arb_series() -> impl Strategy<Value = Series> {
-    let label = ("[a-zA-Z_][a-zA-Z0-9_:]{0,12}", "\\PC{0,16}");
+    // Values up to 80 characters (up to 320 bytes): labels on both sides of
+    // the 128-byte one-byte-length fast path.
+    let label = ("[a-zA-Z_][a-zA-Z0-9_:]{0,40}", "\\PC{0,80}");
     let sample = (any::<i64>(), any::<u64>().prop_map(f64::from_bits));
     (prop::collection::vec(label, 0..8), prop::collection::vec(sample, 0..6)).prop_map(|(labels, samples)| Series {
         labels: Labels::from_vec(labels.into_iter().map(|(n, v)| ML::new(n, v)).collect()),

@@ -565,7 +565,6 @@ impl ScrapeLoop {
         let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + first_wait, iv);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut cache = SeriesCache::default();
-        let mut buf: Vec<u8> = Vec::new();
         let skipped = self.telemetry.counter(
             "infertel_receiver_skipped_scrapes_total",
             "Scrapes not made, by reason (memory_limit: a memory_limiter downstream refuses data); no up sample is produced for them.",
@@ -594,7 +593,9 @@ impl ScrapeLoop {
                 tracing::info!(receiver = %m.receiver, job = %m.job, instance = %m.instance, "scraping again: memory back under the limit ({} scrapes skipped so far)", skipped.get());
                 skipping = false;
             }
+            let mut buf = body_pool::take();
             let batch = self.scrape_once(&mut cache, &mut buf, &m).await;
+            body_pool::give(buf);
             self.next.consume(batch).await;
         }
         // The target went away: its series and report series end now.
@@ -637,6 +638,14 @@ impl ScrapeLoop {
                 resp.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
             buf.clear();
             let limit = self.job.body_size_limit;
+            // Room for the declared length in one allocation instead of
+            // doubling; a claim past the limit fails below, and the header is
+            // not trusted beyond 64 MiB.
+            if let Some(n) = resp.content_length()
+                && (limit == 0 || n <= limit)
+            {
+                buf.reserve(n.min(64 << 20) as usize);
+            }
             while let Some(chunk) = resp.chunk().await.map_err(|e| classify(&e))? {
                 if limit > 0 && (buf.len() + chunk.len()) as u64 > limit {
                     return Err(fail("body_size_limit", format!("body size limit exceeded: more than {limit} bytes")));
@@ -917,5 +926,36 @@ mod interner_tests {
         }
         assert!(i.len() <= 8193, "{}", i.len());
         assert!(Arc::ptr_eq(&a, &i.get("model_name")), "a string still in use survives a purge");
+    }
+}
+
+/// Response bodies are read into buffers from one small shared pool rather
+/// than a buffer per target: only scrapes in progress hold one, so this
+/// memory follows how many scrapes run at once (few: they are spread over
+/// the interval), not how many targets there are. With 100 targets of
+/// 140 KB, per-target buffers held 25 MB for nothing.
+mod body_pool {
+    use std::sync::Mutex;
+
+    /// Buffers kept for reuse; more are allocated when more scrapes overlap.
+    const KEEP: usize = 8;
+    /// A buffer that grew past this (one huge target) is not kept.
+    const KEEP_BYTES: usize = 16 << 20;
+
+    static POOL: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+
+    pub(super) fn take() -> Vec<u8> {
+        POOL.lock().unwrap_or_else(|p| p.into_inner()).pop().unwrap_or_default()
+    }
+
+    pub(super) fn give(mut buf: Vec<u8>) {
+        if buf.capacity() > KEEP_BYTES {
+            return;
+        }
+        buf.clear();
+        let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.len() < KEEP {
+            pool.push(buf);
+        }
     }
 }

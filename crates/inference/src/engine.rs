@@ -214,9 +214,11 @@ impl Default for TargetState {
 }
 
 impl TargetState {
-    /// Drops samples older than `cutoff`, and series left without any.
-    fn trim(&mut self, cutoff: i64) {
-        for by_labels in self.series.values_mut() {
+    /// Drops samples older than their cutoff (`long` for the inputs kept
+    /// longer than the window, see [`Wire::long`]), and series left without any.
+    fn trim(&mut self, short: i64, long: i64) {
+        for (name, by_labels) in self.series.iter_mut() {
+            let cutoff = if wire(name).is_some_and(|w| w.long) { long } else { short };
             by_labels.retain(|v| {
                 let keep_from = v.partition_point(|x| x.timestamp_ms < cutoff);
                 v.drain(..keep_from);
@@ -258,6 +260,9 @@ struct Wire {
     name: &'static str,
     family: u8,
     kept: bool,
+    /// Kept for `scale.waiting_sustained` rather than the window (the queue
+    /// gauge, whose sustained-wait check looks further back).
+    long: bool,
 }
 
 /// Looks a wire name up among every input and era-marker family with each
@@ -268,11 +273,12 @@ fn wire(name: &str) -> Option<Wire> {
         let mut map = FxHashMap::default();
         for (i, family) in schema::relevant_families().iter().enumerate() {
             let kept = schema::ALL_INPUTS.iter().any(|x| x.names.contains(family));
+            let long = schema::WAITING.names.contains(family);
             for suffix in ["", "_bucket", "_count", "_sum"] {
                 // Built once per process: a few hundred bytes, leaked on purpose.
                 let name: &'static str =
                     if suffix.is_empty() { family } else { Box::leak(format!("{family}{suffix}").into_boxed_str()) };
-                map.entry(name).or_insert(Wire { name, family: i as u8, kept });
+                map.entry(name).or_insert(Wire { name, family: i as u8, kept, long });
             }
         }
         map
@@ -549,8 +555,16 @@ impl Engine {
         Engine { settings, targets: BTreeMap::new(), emitted: HashMap::new() }
     }
 
+    /// How long the samples of the longest-kept inputs are kept, and so how
+    /// long a target that stopped sending is remembered.
     fn retention_ms(&self) -> i64 {
         self.settings.window_ms.max(self.settings.scale.waiting_sustained_ms) + 60_000
+    }
+
+    /// How long every other input is kept: the window plus a margin (at a 1 s
+    /// interval, a third less memory than keeping all for the longest).
+    fn short_retention_ms(&self) -> i64 {
+        self.settings.window_ms + 60_000
     }
 
     /// Takes a scrape's series (any number of targets); returns each target
@@ -568,7 +582,7 @@ impl Engine {
             families: Families,
             engine: bool,
             any_live: bool,
-            kept: Vec<(&'static str, &'a Series)>,
+            kept: Vec<(Wire, &'a Series)>,
             /// The target's series as of its last scrape, and how far this
             /// batch has matched them.
             old: Vec<Seen>,
@@ -661,10 +675,11 @@ impl Engine {
             if let Some(w) = info.wire
                 && w.kept
             {
-                acc.kept.push((w.name, s));
+                acc.kept.push((w, s));
             }
         }
         let retention = self.retention_ms();
+        let short_retention = self.short_retention_ms();
         let mut touched: BTreeMap<TargetKey, i64> = BTreeMap::new();
         for a in accs {
             let key = TargetKey { job: a.job.to_string(), instance: a.instance.to_string() };
@@ -677,9 +692,11 @@ impl Engine {
                     st.detected = schema::detect(&st.families, st.engine_label);
                 }
                 st.newest_ms = st.newest_ms.max(a.newest);
-                let cutoff = st.newest_ms.saturating_sub(retention);
-                for (name, s) in a.kept {
-                    let by_labels = st.series.entry(WireName(name)).or_default();
+                let long_cutoff = st.newest_ms.saturating_sub(retention);
+                let short_cutoff = st.newest_ms.saturating_sub(short_retention);
+                for (w, s) in a.kept {
+                    let cutoff = if w.long { long_cutoff } else { short_cutoff };
+                    let by_labels = st.series.entry(WireName(w.name)).or_default();
                     let v = by_labels.samples_mut(&s.labels);
                     for x in &s.samples {
                         if v.last().is_none_or(|l| x.timestamp_ms > l.timestamp_ms) {
@@ -755,9 +772,9 @@ impl Engine {
     pub fn evaluate(&mut self, key: &TargetKey, t: i64) -> Evaluation {
         let mut out = Out::default();
         let mut event = None;
-        let retention = self.retention_ms();
+        let (retention, short) = (self.retention_ms(), self.short_retention_ms());
         if let Some(st) = self.targets.get_mut(key) {
-            st.trim(st.newest_ms.saturating_sub(retention));
+            st.trim(st.newest_ms.saturating_sub(short), st.newest_ms.saturating_sub(retention));
             st.evaluated_ms = st.evaluated_ms.max(t);
         }
         if let Some(st) = self.targets.get(key) {

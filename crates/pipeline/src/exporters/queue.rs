@@ -152,7 +152,11 @@ impl<D: Deliver> SendingQueue<D> {
         let safe: String =
             self.id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
         let base = st.directory.join(safe);
-        let layout = base.join(format!("consumers-{n}"));
+        // The name records the sharding: a backlog written with another
+        // consumer count, or by a version that sharded with another hash
+        // (`consumers-N`: `Labels::stable_hash` was FNV-1a then), is
+        // re-sharded below like any other layout.
+        let layout = base.join(format!("consumers-{n}-h2"));
         let per_shard = (st.max_bytes / n as u64).max(if st.max_bytes == 0 { 0 } else { 1 });
         let l = [("exporter", self.id.as_str())];
         let mut replayed = 0;

@@ -7,14 +7,14 @@
 //! scrapes do) and each goes through the `inference` processor first, to
 //! measure what that processor costs.
 
+use infertel_model::Batch;
 use infertel_model::Labels;
 use infertel_pipeline::exporters::prometheusremotewrite::request_builder::RequestBuilder;
+use infertel_pipeline::processors::inference::{InferenceConfig, InferenceProcessor};
 use infertel_pipeline::receivers::prometheus::scrape::{JobSettings, ScrapeAuth, SeriesCache, build_series};
 use infertel_pipeline::receivers::prometheus::target::Target;
-use infertel_relabel::Relabeler;
-use infertel_model::Batch;
-use infertel_pipeline::processors::inference::{InferenceConfig, InferenceProcessor};
 use infertel_pipeline::{BoxFuture, Consumer, Telemetry};
+use infertel_relabel::Relabeler;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -3,9 +3,10 @@
 //! `sending_queue.num_consumers` queues, so one series' samples (for OTLP:
 //! one data point's buckets, sum, count and `_created`) always meet the same
 //! consumer and leave in timestamp order even with parallel senders; each
-//! consumer drains its queue and hands the merged batch to the exporter's
-//! [`Deliver`] implementation, one request at a time (a retry holds its
-//! shard, which is what keeps the order). A full queue drops its oldest
+//! consumer drains its queue, oldest first, in merged batches of at most
+//! [`MERGE_MAX_SAMPLES`], and hands each to the exporter's [`Deliver`]
+//! implementation, one request at a time (a retry holds its shard, which is
+//! what keeps the order). A full queue drops its oldest
 //! batch, counted and logged, never silently.
 //!
 //! With `sending_queue.storage` naming a `file_storage` extension, each
@@ -360,18 +361,13 @@ impl<D: Deliver> SendingQueue<D> {
         s.notify.notify_one();
     }
 
-    /// Takes the queued batches of one naming mode, merged into one.
-    fn pop_all(&self, shard: &Shard) -> Option<Item> {
+    /// Takes the oldest queued batches of one naming mode, merged into one
+    /// of at most [`MERGE_MAX_SAMPLES`].
+    fn pop_merged(&self, shard: &Shard) -> Option<Item> {
         let mut q = shard.queue.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out = q.pop_front()?;
-        let mut n = 1;
-        while q.front().is_some_and(|i| i.naming == out.naming) {
-            let Some(b) = q.pop_front() else { break };
-            out.batch.series.extend(b.batch.series);
-            out.batch.metadata.extend(b.batch.metadata);
-            n += 1;
-        }
+        let (out, n) = take_merged(&mut q, MERGE_MAX_SAMPLES)?;
         drop(q);
+        let n = n as i64;
         let left = self.queued.fetch_sub(n, Ordering::Relaxed) - n;
         self.queue_size.set(left.max(0) as f64);
         Some(out)
@@ -429,7 +425,7 @@ impl<D: Deliver> SendingQueue<D> {
                         }
                         None => {}
                     }
-                    if let Some(b) = me.pop_all(&shard) {
+                    if let Some(b) = me.pop_merged(&shard) {
                         me.deliver_one(&mut state, b).await;
                         continue;
                     }
@@ -601,6 +597,36 @@ impl<D: Deliver> QueuedExporter for SendingQueue<D> {
     }
 }
 
+/// The most samples a consumer merges from its in-memory queue into one
+/// delivery: about one remote-write request of the default
+/// `max_batch_size_bytes` (3 MB at ~150 bytes a sample). Without a bound, a
+/// backlog (a slow or returning backend) would be merged and encoded whole:
+/// memory in proportion to the backlog on top of it, past the
+/// memory_limiter's headroom, and for OTLP one request over the receiver's
+/// size cap. A single batch larger than this still goes alone.
+pub const MERGE_MAX_SAMPLES: usize = 20_000;
+
+/// Takes the oldest batch and the ones after it of the same naming mode
+/// while the merged batch stays within `max_samples`; returns it and how
+/// many batches it took.
+fn take_merged(q: &mut VecDeque<Item>, max_samples: usize) -> Option<(Item, usize)> {
+    let mut out = q.pop_front()?;
+    let mut n = 1;
+    let mut samples = out.batch.sample_count();
+    while let Some(next) = q.front() {
+        let more = next.batch.sample_count();
+        if next.naming != out.naming || samples + more > max_samples {
+            break;
+        }
+        let Some(b) = q.pop_front() else { break };
+        out.batch.series.extend(b.batch.series);
+        out.batch.metadata.extend(b.batch.metadata);
+        samples += more;
+        n += 1;
+    }
+    Some((out, n))
+}
+
 /// After new data wakes an idle consumer, waits `flush` (unless stopping) so
 /// the batches of other targets scraped in the meantime join the same
 /// request: fewer, larger requests cost the agent and the backend less per
@@ -612,5 +638,41 @@ async fn linger(flush: std::time::Duration, stop: &mut watch::Receiver<bool>) {
     tokio::select! {
         _ = tokio::time::sleep(flush) => {}
         _ = stop.changed() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infertel_model::{Labels, Sample};
+
+    fn item(samples: usize, naming: Naming) -> Item {
+        let series = (0..samples)
+            .map(|i| Series {
+                labels: Labels::from_pairs([("__name__", "x"), ("i", &i.to_string())]),
+                samples: vec![Sample { timestamp_ms: 1, value: 1.0 }],
+            })
+            .collect();
+        Item { batch: Batch { series, metadata: Vec::new() }, naming }
+    }
+
+    #[test]
+    fn merges_the_oldest_batches_up_to_the_bound_in_order() {
+        let mut q: VecDeque<Item> = (0..10).map(|_| item(300, Naming::Otel)).collect();
+        let (b, n) = take_merged(&mut q, 1000).unwrap();
+        assert_eq!((n, b.batch.sample_count(), q.len()), (3, 900, 7), "three of 300 fit under 1000, a fourth not");
+        let (b, n) = take_merged(&mut q, 1000).unwrap();
+        assert_eq!((n, b.batch.sample_count()), (3, 900));
+        // A batch bigger than the bound goes alone.
+        let mut q: VecDeque<Item> = [item(5000, Naming::Otel), item(1, Naming::Otel)].into_iter().collect();
+        assert_eq!(take_merged(&mut q, 1000).unwrap().1, 1);
+        assert_eq!(take_merged(&mut q, 1000).unwrap().1, 1);
+        assert!(take_merged(&mut q, 1000).is_none());
+        // Naming modes are not mixed.
+        let mut q: VecDeque<Item> =
+            [item(1, Naming::Otel), item(1, Naming::Preserve), item(1, Naming::Preserve)].into_iter().collect();
+        assert_eq!(take_merged(&mut q, 1000).unwrap().1, 1);
+        let (b, n) = take_merged(&mut q, 1000).unwrap();
+        assert_eq!((n, b.naming), (2, Naming::Preserve));
     }
 }

@@ -1,14 +1,30 @@
 //! Processor `memory_limiter`: keeps the agent's memory under a limit by
 //! refusing data before it runs out, as the Collector's memory_limiter.
 //!
-//! Every `check_interval` it reads the process's resident set size
-//! (`VmRSS` of `/proc/self/status`). Above the soft limit (`limit -
-//! spike_limit`) it refuses: batches reaching it are dropped and counted
+//! Every `check_interval` it measures the memory the agent's data takes:
+//! the allocator's bytes in use (glibc `mallinfo2()`: `uordblks + hblkhd`),
+//! as the Collector's memory_limiter measures the Go heap and not the
+//! resident set. Above the soft limit (`limit - spike_limit`) it refuses:
+//! batches reaching it are dropped and counted
 //! (`infertel_processor_memory_limiter_refused_total{processor}`, in
-//! samples); back under the soft limit it accepts again. Above the soft
-//! limit it first returns memory the allocator holds but no longer uses to
-//! the OS (glibc `malloc_trim`) and measures again: the resident set of a
-//! Rust process does not shrink by itself when its data is freed.
+//! samples); back under the soft limit it accepts again.
+//!
+//! Why not the resident set (`VmRSS`), which is what an OOM killer sees:
+//! it also holds the binary's pages, thread stacks and memory the
+//! allocator keeps after the data in it was freed (glibc keeps freed pages
+//! for reuse, and fragmentation keeps some even after `malloc_trim`).
+//! Refusing data cannot shrink any of that, so a limiter on the resident
+//! set, once a backlog had pushed it over the soft limit, could stay over
+//! it after the backlog was delivered and skip scrapes until the limit was
+//! raised. The heap in use falls as soon as the data is sent. The resident
+//! set is still read (`infertel_processor_memory_limiter_rss_bytes`): while
+//! it is above the soft limit, memory the allocator keeps but does not use
+//! is handed back to the OS (`malloc_trim`, at most once a second) so it
+//! follows the heap down. Memory not counted as heap (binary, stacks, the
+//! allocator's slack) comes on top of the limit: set the container's limit
+//! above `limit_mib` by the agent's idle resident set plus some slack.
+//! Where glibc's counters are not available (musl, other systems) the
+//! resident set is measured instead, with the limit described above.
 //!
 //! Backpressure to scrapes: the Consumer interface returns nothing, so
 //! instead of returning refused batches to the receiver, the limiter sets a
@@ -100,10 +116,10 @@ impl MemoryLimiterConfig {
     }
 }
 
-/// The refusal decision: refuse while the resident set is above the soft
+/// The refusal decision: refuse while the memory in use is above the soft
 /// limit (`limit - spike`); accept again once it is at or below it.
-pub fn should_refuse(rss: u64, soft_limit: u64) -> bool {
-    rss > soft_limit
+pub fn should_refuse(used: u64, soft_limit: u64) -> bool {
+    used > soft_limit
 }
 
 /// `VmRSS` of a `/proc/PID/status` text, in bytes.
@@ -135,15 +151,29 @@ pub fn total_memory() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// The bytes the allocator has handed out and not got back: glibc's
+/// `mallinfo2()`, `uordblks` (in use in the arenas) + `hblkhd` (large
+/// blocks, each its own mmap). Memory freed by the program but kept by the
+/// allocator for reuse is not in it, which is why the limiter measures this
+/// rather than the resident set. `None` where glibc is not the allocator.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn heap_in_use() -> Option<u64> {
+    // SAFETY: mallinfo2 only reads glibc's own arena statistics under its locks.
+    let m = unsafe { libc::mallinfo2() };
+    Some((m.uordblks + m.hblkhd) as u64)
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn heap_in_use() -> Option<u64> {
+    None
+}
+
 /// Returns memory freed inside the process to the OS (glibc's
 /// `malloc_trim`); true when that was attempted.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn release_free_memory() -> bool {
-    unsafe extern "C" {
-        fn malloc_trim(pad: usize) -> std::ffi::c_int;
-    }
     // SAFETY: malloc_trim only walks glibc's own heap under its locks.
-    unsafe { malloc_trim(0) };
+    unsafe { libc::malloc_trim(0) };
     true
 }
 
@@ -185,6 +215,9 @@ pub struct MemoryLimiter {
     next: Arc<dyn Consumer>,
     refused: Arc<Counter>,
     rss: Arc<Gauge>,
+    used: Arc<Gauge>,
+    /// When `malloc_trim` last ran: at most once a second.
+    last_trim: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl MemoryLimiter {
@@ -206,6 +239,11 @@ impl MemoryLimiter {
             "The agent's resident set size at the memory_limiter's last check.",
             &[("processor", &id)],
         );
+        let used = telemetry.gauge(
+            "infertel_processor_memory_limiter_used_bytes",
+            "The memory the memory_limiter compares with its limits at its last check: the allocator's bytes in use (the resident set where glibc's counters are not available).",
+            &[("processor", &id)],
+        );
         let l = Arc::new(MemoryLimiter {
             id,
             soft,
@@ -215,6 +253,8 @@ impl MemoryLimiter {
             next,
             refused,
             rss,
+            used,
+            last_trim: Default::default(),
         });
         l.check();
         Ok(l)
@@ -226,26 +266,50 @@ impl MemoryLimiter {
 
     /// One measurement: sets or clears the flag, logs a change.
     fn check(&self) {
-        let Some(mut rss) = process_rss() else { return };
-        if should_refuse(rss, self.soft) && release_free_memory() {
-            // Freed memory the allocator kept is not in use: give it back
-            // and measure again, or the resident set would stay above the
-            // soft limit after the data is gone and scraping never resume
-            // (the Collector forces a GC for the same reason).
-            rss = process_rss().unwrap_or(rss);
+        let heap = heap_in_use();
+        let mut rss = process_rss();
+        let Some(mut used) = heap.or(rss) else { return };
+        if rss.is_some_and(|r| should_refuse(r, self.soft)) && self.may_trim() && release_free_memory() {
+            // What the allocator kept after the data was freed goes back to
+            // the OS, so the resident set follows the heap down. The
+            // decision does not depend on it when the allocator's counters
+            // are measured; when the resident set is, measure again.
+            rss = process_rss().or(rss);
+            if heap.is_none() {
+                used = rss.unwrap_or(used);
+            }
         }
-        self.rss.set(rss as f64);
-        let refuse = should_refuse(rss, self.soft);
+        self.decide(used, rss)
+    }
+
+    /// malloc_trim walks every arena under its lock: not more than once a second.
+    fn may_trim(&self) -> bool {
+        let mut last = self.last_trim.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        if last.is_some_and(|t| now.duration_since(t) < std::time::Duration::from_secs(1)) {
+            return false;
+        }
+        *last = Some(now);
+        true
+    }
+
+    fn decide(&self, used: u64, rss: Option<u64>) {
+        self.used.set(used as f64);
+        if let Some(r) = rss {
+            self.rss.set(r as f64);
+        }
+        let rss = rss.map_or_else(|| "?".to_string(), |r| (r / MIB).to_string());
+        let refuse = should_refuse(used, self.soft);
         let was = self.pressure.is_set();
         if refuse != was {
             if refuse {
                 tracing::warn!(
                     processor = %self.id,
-                    "memory above the soft limit ({} MiB resident > {} MiB = limit {} MiB - spike): refusing data and skipping scrapes",
-                    rss / MIB, self.soft / MIB, self.limit / MIB
+                    "memory above the soft limit ({} MiB in use > {} MiB = limit {} MiB - spike; {rss} MiB resident): refusing data and skipping scrapes",
+                    used / MIB, self.soft / MIB, self.limit / MIB
                 );
             } else {
-                tracing::info!(processor = %self.id, "memory back under the soft limit ({} MiB resident <= {} MiB): accepting data", rss / MIB, self.soft / MIB);
+                tracing::info!(processor = %self.id, "memory back under the soft limit ({} MiB in use <= {} MiB; {rss} MiB resident): accepting data", used / MIB, self.soft / MIB);
             }
         }
         self.pressure.set(refuse);
@@ -351,10 +415,11 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_limit_below_the_resident_set_refuses_and_counts() {
+    async fn a_limit_below_the_heap_in_use_refuses_and_counts() {
         let t = Telemetry::new();
         let sink = Arc::new(Sink(Default::default()));
-        // 1 MiB: any process is above it.
+        // 1 MiB (soft 0.8 MiB): under what this holds.
+        let hold = vec![1u8; 2 * MIB as usize];
         let l = MemoryLimiter::new("memory_limiter".into(), &cfg("limit_mib: 1"), sink.clone(), &t).unwrap();
         assert!(l.pressure().is_set(), "the first check runs at construction");
         assert!(Backpressure(vec![l.pressure()]).refusing());
@@ -370,5 +435,21 @@ mod tests {
         assert_eq!(l2.refused.get(), 0);
         assert!(!Backpressure(vec![l2.pressure()]).refusing());
         assert!(Backpressure(vec![l2.pressure(), l.pressure()]).refusing());
+        drop(hold);
+    }
+
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn heap_in_use_follows_allocations_and_frees() {
+        // Large blocks are their own mmap (hblkhd), counted untouched;
+        // other tests allocating meanwhile move it by far less than this.
+        const BIG: u64 = 256 * MIB;
+        let before = heap_in_use().unwrap();
+        let v: Vec<u8> = Vec::with_capacity(BIG as usize);
+        let with = heap_in_use().unwrap();
+        assert!(with >= before + BIG - 64 * MIB, "{before} -> {with}");
+        drop(v);
+        let after = heap_in_use().unwrap();
+        assert!(after + BIG - 64 * MIB <= with, "freed: {with} -> {after}");
     }
 }

@@ -339,11 +339,27 @@ struct Seen {
 }
 
 // Both sorted bytewise (see `matches`).
-const VLLM_GROUP: &[&str] = &["engine", "instance", "job", "model_name", "namespace", "pod"];
+const VLLM_GROUP: &[&str; 6] = &["engine", "instance", "job", "model_name", "namespace", "pod"];
 const GPU_GROUP: &[&str] = &["GPU_I_ID", "Hostname", "UUID", "gpu", "hostname", "instance", "job"];
 
 fn restrict(l: &Labels, names: &[&str]) -> LabelPairs {
     names.iter().filter_map(|n| l.get(n).map(|v| (n.to_string(), v.to_string()))).collect()
+}
+
+/// The values of `names` (sorted bytewise) in `l`, in one merge pass; what
+/// [`restrict`] keeps, without copying.
+fn project<'l, const N: usize>(l: &'l Labels, names: &[&str; N]) -> [Option<&'l str>; N] {
+    let mut out = [None; N];
+    let mut li = l.as_slice();
+    for (n, o) in names.iter().zip(out.iter_mut()) {
+        while let Some((x, rest)) = li.split_first()
+            && x.name.as_bytes() < n.as_bytes()
+        {
+            li = rest;
+        }
+        *o = li.first().filter(|x| &*x.name == *n).map(|x| &*x.value);
+    }
+    out
 }
 
 fn with(mut base: LabelPairs, extra: &[(&str, &str)]) -> LabelPairs {
@@ -823,17 +839,34 @@ impl Engine {
 
     fn eval_vllm(&self, v: &View, key: &TargetKey, schema: Schema, out: &mut Out) {
         // Engine groups: the identifying labels of every live vllm: series.
-        let mut groups: BTreeSet<LabelPairs> = BTreeSet::new();
+        // Every live vllm: series is looked at, so the group of each is
+        // compared as borrowed values against the few groups found so far;
+        // only a new group is copied out.
+        let mut found: Vec<[Option<&str>; 6]> = Vec::new();
         for (name, m) in &v.st.series {
             if !name.starts_with("vllm:") {
                 continue;
             }
             for (l, s) in m {
-                if l.get("model_name").is_some() && in_window(s, v.t, v.w).is_ok() {
-                    groups.insert(restrict(l, VLLM_GROUP));
+                if l.get("model_name").is_none() {
+                    continue;
+                }
+                let key = project(l, VLLM_GROUP);
+                if !found.contains(&key) && in_window(s, v.t, v.w).is_ok() {
+                    found.push(key);
                 }
             }
         }
+        let groups: BTreeSet<LabelPairs> = found
+            .into_iter()
+            .map(|k| {
+                VLLM_GROUP
+                    .iter()
+                    .zip(k)
+                    .filter_map(|(n, v)| v.map(|v| (n.to_string(), v.to_string())))
+                    .collect::<LabelPairs>()
+            })
+            .collect();
         for g in &groups {
             let gk = g.clone();
             let keep = move |l: &Labels| matches(l, &gk, VLLM_GROUP);

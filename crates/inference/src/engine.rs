@@ -331,6 +331,18 @@ impl SeriesInfo {
     }
 }
 
+/// Leaves in-place mode (see `ingest`): the series matched so far move to a
+/// new order, which the rest of the batch is appended to.
+fn diverge<'v>(old: &mut [Seen], pos: usize, new: &'v mut Option<Vec<Seen>>) -> &'v mut Vec<Seen> {
+    new.get_or_insert_with(|| {
+        let mut v = Vec::with_capacity(old.len() + 8);
+        for e in &mut old[..pos] {
+            v.push(Seen { labels: e.labels.take(), info: e.info });
+        }
+        v
+    })
+}
+
 /// One series of a target's last scrape, in body order. The label set is
 /// held (so its address stays its identity) until the next scrape takes it.
 struct Seen {
@@ -603,7 +615,9 @@ impl Engine {
             /// batch has matched them.
             old: Vec<Seen>,
             pos: usize,
-            new: Vec<Seen>,
+            /// `None` while this batch repeats the last scrape in order: then
+            /// `old[..pos]` already is the new order and nothing is copied.
+            new: Option<Vec<Seen>>,
         }
         let mut accs: Vec<Acc<'_>> = Vec::new();
         let mut cur: Option<usize> = None;
@@ -624,10 +638,14 @@ impl Engine {
                 } else {
                     return None;
                 };
-                a.pos = k + 1;
-                let seen = &mut a.old[k];
-                let info = seen.info;
-                a.new.push(Seen { labels: seen.labels.take(), info });
+                let info = a.old[k].info;
+                if a.new.is_none() && k == a.pos {
+                    a.pos += 1;
+                } else {
+                    let labels = a.old[k].labels.take();
+                    diverge(&mut a.old, a.pos, &mut a.new).push(Seen { labels, info });
+                    a.pos = k + 1;
+                }
                 Some((i, info))
             });
             let (i, info) = match hit {
@@ -656,7 +674,7 @@ impl Engine {
                                         engine: false,
                                         any_live: false,
                                         kept: Vec::new(),
-                                        new: Vec::with_capacity(old.len()),
+                                        new: None,
                                         old,
                                         pos: 0,
                                     });
@@ -666,7 +684,19 @@ impl Engine {
                             i
                         }
                     };
-                    accs[i].new.push(Seen { labels: Some(s.labels.clone()), info });
+                    // The first series of a batch comes this way (no target
+                    // yet): it may still be the last scrape's first series.
+                    let a = &mut accs[i];
+                    let first_again = a.new.is_none()
+                        && a.old
+                            .get(a.pos)
+                            .and_then(|x| x.labels.as_ref())
+                            .is_some_and(|l| Labels::ptr_eq(l, &s.labels));
+                    if first_again {
+                        a.pos += 1;
+                    } else {
+                        diverge(&mut a.old, a.pos, &mut a.new).push(Seen { labels: Some(s.labels.clone()), info });
+                    }
                     (i, info)
                 }
             };
@@ -701,7 +731,14 @@ impl Engine {
             let key = TargetKey { job: a.job.to_string(), instance: a.instance.to_string() };
             if a.any_live || !a.kept.is_empty() {
                 let st = self.targets.entry(key.clone()).or_default();
-                st.order = a.new;
+                st.order = match a.new {
+                    Some(v) => v,
+                    None => {
+                        let mut o = a.old;
+                        o.truncate(a.pos);
+                        o
+                    }
+                };
                 if a.any_live {
                     st.families = a.families;
                     st.engine_label = a.engine;

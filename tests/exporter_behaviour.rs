@@ -240,3 +240,66 @@ service:
     assert_eq!(prom.query(r#"up{job="sd"}"#).len(), 1, "only the remaining target's up is current");
     assert!(!prom.query("from_a").is_empty());
 }
+
+/// Shutdown: every target's series get a staleness marker at once, far more
+/// batches than a small in-memory queue holds. The queue waits for room then
+/// (within `service.shutdown_timeout`) instead of dropping its oldest batch,
+/// so every marker arrives and nothing is counted as dropped.
+#[test]
+fn the_shutdown_flood_of_staleness_markers_is_not_dropped() {
+    const TARGETS: usize = 40;
+    let targets = Targets::start();
+    targets.set("/m", TEXT_004, "# TYPE g gauge\ng 1\n");
+    let rx = RwReceiver::start(Arc::new(|_| (200, Duration::from_millis(5))));
+    let addr = targets.addr.to_string();
+    let groups: Vec<String> = (0..TARGETS).map(|i| format!("{{targets: ['{addr}'], labels: {{n: '{i}'}}}}")).collect();
+    let config = format!(
+        r#"
+receivers:
+  prometheus:
+    config:
+      global: {{scrape_interval: 2s, scrape_timeout: 1s}}
+      scrape_configs:
+        - job_name: t
+          metrics_path: /m
+          static_configs: [{}]
+exporters:
+  prometheusremotewrite:
+    endpoint: {}
+    startup_check: off
+    sending_queue: {{num_consumers: 1, queue_size: 8}}
+service:
+  pipelines:
+    metrics: {{receivers: [prometheus], exporters: [prometheusremotewrite]}}
+  telemetry: {{metrics: {{address: "{{{{TELEMETRY}}}}"}}}}
+"#,
+        groups.join(", "),
+        rx.url()
+    );
+    let mut agent = Agent::start(&config);
+    // Every target scraped at least once (g and 5 report series each).
+    wait_until("every target scraped", Duration::from_secs(20), || {
+        let seen: std::collections::BTreeSet<String> = rx
+            .received()
+            .iter()
+            .flat_map(|r| r.series.iter())
+            .filter(|s| s.labels.metric_name() == "g")
+            .filter_map(|s| s.labels.get("n").map(str::to_string))
+            .collect();
+        (seen.len() == TARGETS).then_some(())
+    });
+    assert_eq!(agent.proc.terminate(Duration::from_secs(20)), Some(0), "clean exit:\n{}", agent.proc.log_text());
+    let log = agent.proc.log_text();
+    let after = &log[log.find("signal received").expect("shutdown logged")..];
+    assert!(!after.contains("sending queue full"), "the shutdown dropped queued data:\n{after}");
+    let stale: std::collections::BTreeSet<(String, String)> = rx
+        .received()
+        .iter()
+        .filter(|r| r.status == 200)
+        .flat_map(|r| r.series.iter())
+        .filter(|s| s.samples.iter().any(|x| infertel_model::is_stale_nan(x.value)))
+        .map(|s| (s.labels.metric_name().to_string(), s.labels.get("n").unwrap_or("").to_string()))
+        .collect();
+    // g plus up and the 4 other scrape_* series, for every target.
+    assert_eq!(stale.len(), TARGETS * 6, "a staleness marker for every series of every target");
+}

@@ -383,10 +383,13 @@ impl Service {
         // On the service stop (not after the receivers): their stale markers pass.
         let limiter_tasks: Vec<_> =
             self.memory_limiters.iter().map(|m| tokio::spawn(m.clone().run(stop.clone()))).collect();
+        // The receivers stop on their own signal, sent once the queues wait
+        // for room instead of dropping (their staleness markers come then).
+        let (recv_stop_tx, recv_stop) = watch::channel(false);
         let receiver_tasks: Vec<_> = self
             .receivers
             .into_iter()
-            .map(|(r, next)| tokio::spawn(r.run(next, telemetry.clone(), stop.clone())))
+            .map(|(r, next)| tokio::spawn(r.run(next, telemetry.clone(), recv_stop.clone())))
             .collect();
         self.readiness.receivers_started.store(true, std::sync::atomic::Ordering::Relaxed);
         while !*stop.borrow() {
@@ -397,6 +400,10 @@ impl Service {
         // One budget for the whole shutdown (service.shutdown_timeout).
         let deadline = tokio::time::Instant::now() + self.shutdown_timeout;
         tracing::info!("shutting down: stopping receivers");
+        for x in &rw {
+            x.begin_drain();
+        }
+        let _ = recv_stop_tx.send(true);
         let aborts: Vec<_> = exporter_tasks.iter().map(|t| t.abort_handle()).collect();
         let ordered = async {
             for t in receiver_tasks {

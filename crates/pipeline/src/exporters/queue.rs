@@ -32,7 +32,7 @@ use crate::telemetry::{Counter, Gauge, Telemetry};
 use infertel_model::{Batch, Series};
 use infertel_otlp::Naming;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 use tokio::sync::{Notify, watch};
@@ -89,6 +89,8 @@ pub struct SendingQueue<D: Deliver> {
     /// stays queued); see `exporters/probe.rs`.
     endpoint_state: OnceLock<Arc<EndpointState>>,
     storage: Mutex<Option<Storage>>,
+    /// Set once the agent shuts down (see [`SendingQueue::begin_drain`]).
+    draining: AtomicBool,
 }
 
 impl<D: Deliver> SendingQueue<D> {
@@ -122,6 +124,7 @@ impl<D: Deliver> SendingQueue<D> {
             last_full_log: Mutex::new(None),
             endpoint_state: OnceLock::new(),
             storage: Mutex::new(None),
+            draining: AtomicBool::new(false),
         })
     }
 
@@ -506,6 +509,30 @@ impl<D: Deliver> SendingQueue<D> {
 
     /// Accepts a batch in a naming mode: queued (sharded) or, with the queue
     /// disabled, sent before returning.
+    /// From now on a full in-memory queue makes the sender wait for room
+    /// instead of dropping its oldest batch. Called when the agent shuts
+    /// down: the receivers' last act is a staleness marker for every series
+    /// of every target, at once, which would otherwise push the last scraped
+    /// data out of a queue sized for one interval's scrapes. The wait is
+    /// bounded by `service.shutdown_timeout`, like the whole shutdown.
+    pub fn begin_drain(&self) {
+        self.draining.store(true, Ordering::Relaxed);
+    }
+
+    /// Waits, while draining, until shard `i`'s in-memory queue has room.
+    async fn room(&self, i: usize) {
+        if !self.draining.load(Ordering::Relaxed) {
+            return;
+        }
+        let s = &self.shards[i];
+        if s.disk.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+            return; // on disk the budget is bytes, and the data survives
+        }
+        while s.queue.lock().unwrap_or_else(|p| p.into_inner()).len() >= s.cap {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
     pub async fn consume_named(&self, batch: Batch, naming: Naming) {
         self.deliver.observe(&batch, naming);
         if !self.cfg.enabled {
@@ -515,6 +542,7 @@ impl<D: Deliver> SendingQueue<D> {
         }
         let n = self.shards.len();
         if n == 1 {
+            self.room(0).await;
             self.push(0, Item { batch, naming });
             return;
         }
@@ -527,6 +555,7 @@ impl<D: Deliver> SendingQueue<D> {
         for (i, series) in parts.into_iter().enumerate() {
             let md = if i == 0 { metadata.take().unwrap_or_default() } else { Vec::new() };
             if !series.is_empty() || !md.is_empty() {
+                self.room(i).await;
                 self.push(i, Item { batch: Batch { series, metadata: md }, naming });
             }
         }
@@ -560,6 +589,8 @@ pub trait QueuedExporter: Send + Sync {
     fn open(&self) -> Result<(), String>;
     /// Releases the on-disk queue after the consumers stopped.
     fn close(&self);
+    /// The agent is shutting down: wait for room rather than drop.
+    fn begin_drain(&self);
     fn start(self: Arc<Self>, stop: watch::Receiver<bool>) -> BoxFuture<'static, ()>;
     fn abandon(&self);
     /// The consumer a pipeline hands its batches to.
@@ -578,6 +609,9 @@ impl<D: Deliver> QueuedExporter for SendingQueue<D> {
     }
     fn close(&self) {
         self.close_storage()
+    }
+    fn begin_drain(&self) {
+        SendingQueue::begin_drain(self)
     }
     fn start(self: Arc<Self>, stop: watch::Receiver<bool>) -> BoxFuture<'static, ()> {
         Box::pin(self.run(stop))

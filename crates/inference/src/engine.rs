@@ -837,7 +837,7 @@ impl Engine {
             {
                 let missing = schema::expectations(s)
                     .into_iter()
-                    .filter(|(i, _)| !i.names.iter().any(|n| st.families.contains(*n)))
+                    .filter(|(i, _)| !i.names.iter().any(|n| st.families.contains(n)))
                     .map(|(i, d)| (i.names.join(" or "), d))
                     .collect();
                 event = Some(SchemaEvent { target: key.clone(), schema: s, previous: st.schema, missing });

@@ -262,34 +262,6 @@ fn two_minute_outages_with_and_without_sigkill_lose_nothing() {
     assert!(failed.is_empty(), "{} of 4 outages failed:\n{}", failed.len(), failed.join("\n"));
 }
 
-/// Samples (per series, timestamp) of accepted requests, and how many
-/// arrived more than once.
-fn accepted_counter(r: &[Received]) -> (BTreeMap<String, Vec<u64>>, usize) {
-    let mut m: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    let mut seen = std::collections::HashSet::new();
-    let mut dups = 0;
-    for x in r.iter().filter(|x| x.status / 100 == 2) {
-        for s in &x.series {
-            for p in &s.samples {
-                if !seen.insert((s.labels.to_string(), p.timestamp_ms)) {
-                    dups += 1;
-                    continue;
-                }
-                if let Some(id) = s.labels.get("series")
-                    && s.labels.metric_name() == "dq_counter_total"
-                    && !p.value.is_nan()
-                {
-                    m.entry(id.to_string()).or_default().push(p.value as u64);
-                }
-            }
-        }
-    }
-    for v in m.values_mut() {
-        v.sort_unstable();
-    }
-    (m, dups)
-}
-
 #[test]
 fn half_the_requests_failing_with_500_loses_and_duplicates_nothing() {
     let targets = Targets::start();
@@ -304,7 +276,7 @@ fn half_the_requests_failing_with_500_loses_and_duplicates_nothing() {
     let scrapes = targets.hits("/c");
     let log = rx.received();
     let failed = log.iter().filter(|r| r.status == 500).count();
-    let (got, dups) = accepted_counter(&log);
+    let (got, dups) = accepted_counter_values(&log, "dq_counter_total");
     assert!(failed >= 10, "half the requests failed: {failed}");
     assert_exact(&got, scrapes, &[scrapes]);
     // The sender only moves on after a 2xx: a 500's data is not stored by
@@ -340,7 +312,7 @@ fn disk_budget_smaller_than_the_outage_drops_the_oldest_and_counts_exactly() {
     let dropped = agent.self_metric("infertel_exporter_dropped_samples_total", &[("reason", "queue_full")]);
     assert_eq!(agent.proc.terminate(Duration::from_secs(20)), Some(0));
     let scrapes = targets.hits("/c");
-    let (got, dups) = accepted_counter(&rx.received());
+    let (got, dups) = accepted_counter_values(&rx.received(), "dq_counter_total");
     assert_eq!(dups, 0);
     let first = got.values().next().cloned().unwrap_or_default();
     let missing: Vec<u64> = (1..scrapes).filter(|i| first.binary_search(i).is_err()).collect();

@@ -6,7 +6,7 @@
 
 mod support;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -135,35 +135,6 @@ fn watch_config_reloads_on_a_file_change_without_a_signal() {
     assert_eq!(agent.proc.terminate(Duration::from_secs(20)), Some(0));
 }
 
-/// Per series of `ra_total`, the values (stale markers left out) of
-/// accepted requests, and how many samples arrived more than once.
-fn accepted(r: &[Received]) -> (BTreeMap<String, Vec<u64>>, usize) {
-    let mut m: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    let mut seen = HashSet::new();
-    let mut dups = 0;
-    for x in r.iter().filter(|x| x.status / 100 == 2) {
-        for s in &x.series {
-            for p in &s.samples {
-                if !seen.insert((s.labels.to_string(), p.timestamp_ms)) {
-                    eprintln!("duplicate in request {}: {} @{} = {}", x.index, s.labels, p.timestamp_ms, p.value);
-                    dups += 1;
-                    continue;
-                }
-                if let Some(id) = s.labels.get("series")
-                    && s.labels.metric_name() == "ra_total"
-                    && !p.value.is_nan()
-                {
-                    m.entry(id.to_string()).or_default().push(p.value as u64);
-                }
-            }
-        }
-    }
-    for v in m.values_mut() {
-        v.sort_unstable();
-    }
-    (m, dups)
-}
-
 #[test]
 fn a_persistent_queue_backlog_survives_a_reload() {
     let t = targets();
@@ -199,7 +170,7 @@ fn a_persistent_queue_backlog_survives_a_reload() {
     });
     assert_eq!(agent.proc.terminate(Duration::from_secs(20)), Some(0), "{}", agent.proc.log_text());
     let scrapes = t.hits("/a");
-    let (got, dups) = accepted(&rx.received());
+    let (got, dups) = accepted_counter_values(&rx.received(), "ra_total");
     assert_eq!(got.len(), SERIES, "every series arrived");
     let mut missing_total = 0;
     for (s, vals) in &got {

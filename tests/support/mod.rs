@@ -609,3 +609,33 @@ impl RwReceiver {
         self.log.lock().unwrap().clone()
     }
 }
+
+/// Per `series` label of counter `metric`, the values (NaN and stale markers
+/// left out, sorted) of the requests a [`RwReceiver`] accepted, and how many
+/// samples (series, timestamp) arrived more than once.
+pub fn accepted_counter_values(r: &[Received], metric: &str) -> (BTreeMap<String, Vec<u64>>, usize) {
+    let mut m: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut dups = 0;
+    for x in r.iter().filter(|x| x.status / 100 == 2) {
+        for s in &x.series {
+            for p in &s.samples {
+                if !seen.insert((s.labels.to_string(), p.timestamp_ms)) {
+                    eprintln!("duplicate in request {}: {} @{} = {}", x.index, s.labels, p.timestamp_ms, p.value);
+                    dups += 1;
+                    continue;
+                }
+                if let Some(id) = s.labels.get("series")
+                    && s.labels.metric_name() == metric
+                    && !p.value.is_nan()
+                {
+                    m.entry(id.to_string()).or_default().push(p.value as u64);
+                }
+            }
+        }
+    }
+    for v in m.values_mut() {
+        v.sort_unstable();
+    }
+    (m, dups)
+}

@@ -287,3 +287,55 @@ service:
         agent.proc.log_text()
     );
 }
+
+/// The value of the first sample of `name` in an exposition body.
+fn first_value(body: &str, name: &str) -> f64 {
+    body.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{name} in body"))
+}
+
+#[test]
+fn report_replay_of_two_replicas_gives_fleet_figures_and_a_row_each() {
+    let dir = repo_dir().join("tests/fixtures/replay/replicas");
+    let got = run_report(&["--replay", dir.to_str().unwrap()]);
+    let want: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(got, want, "report --replay changed; if intended, regenerate report.json and review the diff");
+    // Independently of the code under test: sum(increase)/sum(increase)
+    // between the first and the last recorded scrape of each replica.
+    let (mut generated, mut cached, mut prompt, mut seconds) = (0.0, 0.0, 0.0, 0.0);
+    for replica in ["10.0.1.23_8000", "10.0.1.24_8000"] {
+        let d = dir.join("vllm").join(replica);
+        let mut files: Vec<_> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().path()).collect();
+        files.sort();
+        let (a, b) =
+            (std::fs::read_to_string(&files[0]).unwrap(), std::fs::read_to_string(files.last().unwrap()).unwrap());
+        let delta = |n: &str| first_value(&b, n) - first_value(&a, n);
+        generated += delta("vllm:generation_tokens_total");
+        cached += delta("vllm:prompt_tokens_cached_total");
+        prompt += delta("vllm:prompt_tokens_total");
+        let ts = |p: &std::path::Path| p.file_stem().unwrap().to_str().unwrap().parse::<f64>().unwrap();
+        seconds = ts(files.last().unwrap()) - ts(&files[0]);
+    }
+    let m = &got["measurements"];
+    let close =
+        |k: &str, v: f64| assert!((m[k].as_f64().unwrap() - v).abs() < 1e-9 * v.abs().max(1.0), "{k}: {} vs {v}", m[k]);
+    close("generation_tokens_per_second", generated / seconds);
+    close("prompt_tokens_cached_ratio", cached / prompt);
+    // 479.1 + 2.0875 × 479.1, and (0.325 + 0.5 × 0.325 × 2.0875) / 3.0875.
+    close("generation_tokens_per_second", 479.1 * 3.0875);
+    close("prompt_tokens_cached_ratio", (0.325 + 0.1625 * 2.0875) / 3.0875);
+    let rows = got["instances"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    let rec =
+        got["recommendations"].as_array().unwrap().iter().find(|r| r["id"] == "standardize_prompt_prefix").unwrap();
+    let text = rec["text"].as_str().unwrap();
+    assert!(text.contains("21.5%"), "cites the fleet share: {text}");
+    assert!(
+        text.contains("vllm/10.0.1.24_8000 16.2%") || text.contains("vllm/10.0.1.23_8000 32.5%"),
+        "names the instances that differ: {text}"
+    );
+}

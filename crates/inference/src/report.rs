@@ -1,8 +1,8 @@
 //! `infertel report`: verdicts against the objectives and the
 //! recommendations the measured numbers support, each citing its numbers.
 
-use crate::engine::{Derived, Engine, Settings, TargetKey};
-use crate::schema;
+use crate::engine::{Engine, Measures, Objectives, Settings, TargetKey};
+use crate::window::Skip;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -18,11 +18,20 @@ pub struct TargetInfo {
 pub struct Verdict {
     /// `ttft_p95`, `itl_p95`, `queue`, `error_abort_ratio`.
     pub objective: String,
+    /// `fleet`, or `worst instance <job>/<instance>`.
+    pub scope: String,
     pub target: String,
     pub measured: String,
-    /// `PASS`, `FAIL` or `NO DATA`.
+    /// `PASS`, `FAIL`, `INDETERMINATE` or `NO DATA`.
     pub verdict: String,
     pub value: Option<f64>,
+    /// For latency objectives: the share of requests within the objective,
+    /// bounded below and above by the histogram's buckets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_within: Option<(f64, f64)>,
+    /// Why the verdict is what it is, where it needs saying.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub note: String,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -38,25 +47,28 @@ pub struct Recommendation {
     pub evidence: Vec<Evidence>,
 }
 
+/// One vLLM instance's figures.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Instance {
+    pub job: String,
+    pub instance: String,
+    pub engines: usize,
+    pub measurements: BTreeMap<String, f64>,
+}
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Report {
     pub window_seconds: f64,
     pub targets: Vec<TargetInfo>,
     pub verdicts: Vec<Verdict>,
-    /// Measured values by name (ratios 0–1, seconds, tokens/s, ...).
+    /// The fleet's figures by name (ratios 0–1, seconds, tokens/s, ...):
+    /// `sum(rate(x)) / sum(rate(y))` over every engine of every instance,
+    /// quantiles from the summed bucket rates.
     pub measurements: BTreeMap<String, f64>,
+    pub instances: Vec<Instance>,
     pub recommendations: Vec<Recommendation>,
-}
-
-fn first(d: &[Derived], name: &str, label: Option<(&str, &str)>) -> Option<f64> {
-    d.iter().filter(|x| x.name == name && label.is_none_or(|(k, v)| x.label(k) == Some(v))).map(|x| x.value).next()
-}
-
-fn worst(d: &[Derived], name: &str, label: (&str, &str)) -> Option<f64> {
-    d.iter()
-        .filter(|x| x.name == name && x.label(label.0) == Some(label.1))
-        .map(|x| x.value)
-        .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))))
+    /// What the numbers cannot show.
+    pub notes: Vec<String>,
 }
 
 fn ms(v: f64) -> String {
@@ -67,138 +79,154 @@ fn pct(v: f64) -> String {
     format!("{:.1}%", v * 100.0)
 }
 
+fn secs(v: f64) -> String {
+    if v < 1.0 { format!("{:.0} ms", v * 1000.0) } else { format!("{v} s") }
+}
+
+/// The verdict of one objective on one set of figures.
+fn verdict(objective: &str, scope: String, target: String, m: &Measures, o: &Objectives) -> Verdict {
+    let value = m.get(&format!("slo_{objective}_measured"));
+    let ok = m.get_result(&format!("slo_{objective}_ok"));
+    let g = |k: &str| m.get(&format!("slo_{objective}_{k}"));
+    let share_within = match (g("share_lower"), g("share_upper")) {
+        (Some(l), Some(u)) => Some((l, u)),
+        _ => None,
+    };
+    let mut measured = match (objective, value) {
+        (_, None) => "n/a".to_string(),
+        ("ttft_p95", Some(v)) => format!("p95 ≈ {}", ms(v)),
+        ("itl_p95", Some(v)) => format!("p95 ≈ {} (≈{:.0} tok/s)", ms(v), 1.0 / v),
+        ("queue", Some(v)) => format!(
+            "{}, waiting max {}",
+            ms(v),
+            m.get("num_requests_waiting_max").map_or("n/a".into(), |w| format!("{w}"))
+        ),
+        (_, Some(v)) => format!("{:.2}%", v * 100.0),
+    };
+    if let Some((l, u)) = share_within {
+        if l == u {
+            let _ = write!(measured, "; {} within", pct(l));
+        } else {
+            let _ = write!(measured, "; {}–{} within", pct(l), pct(u));
+        }
+    }
+    let mut note = String::new();
+    let verdict = match ok {
+        Ok(x) if x >= 1.0 => "PASS",
+        Ok(_) => "FAIL",
+        Err(Skip::Indeterminate) => {
+            let obj = if objective == "ttft_p95" { o.ttft_p95 } else { o.itl_p95 };
+            let lower = g("bucket_lower");
+            let upper = g("bucket_upper");
+            note = format!(
+                "the objective {} lies inside the bucket ({}, {}]: between {} and {} of requests were within it, so the buckets cannot say whether 95% were; an objective at a bucket boundary ({}) would decide it",
+                secs(obj),
+                lower.map_or("0".into(), secs),
+                upper.map_or("+Inf".into(), secs),
+                share_within.map_or("n/a".into(), |s| pct(s.0)),
+                share_within.map_or("n/a".into(), |s| pct(s.1)),
+                [lower, upper].iter().flatten().map(|b| secs(*b)).collect::<Vec<_>>().join(" or "),
+            );
+            "INDETERMINATE"
+        }
+        Err(_) => "NO DATA",
+    };
+    Verdict { objective: objective.into(), scope, target, measured, verdict: verdict.into(), value, share_within, note }
+}
+
+/// Orders verdicts from worst to best: FAIL, INDETERMINATE, PASS, NO DATA;
+/// within one, the larger measured value.
+fn badness(v: &Verdict) -> (u8, f64) {
+    let rank = match v.verdict.as_str() {
+        "FAIL" => 3,
+        "INDETERMINATE" => 2,
+        "PASS" => 1,
+        _ => 0,
+    };
+    (rank, v.value.unwrap_or(f64::NEG_INFINITY))
+}
+
 /// Evaluates every target at `end_ms` over the engine's window and builds the report.
 pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
     let keys: Vec<TargetKey> = engine.targets().cloned().collect();
-    // Twice: the first pass learns every target's schema (the power join needs
-    // the GPU targets classified).
+    // The first pass learns every target's schema (logged once).
     for k in &keys {
         engine.evaluate(k, end_ms);
     }
-    let mut all = Vec::new();
-    let mut targets = Vec::new();
-    for k in &keys {
-        let e = engine.evaluate(k, end_ms);
-        all.extend(e.derived);
-        targets.push(TargetInfo {
+    let targets: Vec<TargetInfo> = keys
+        .iter()
+        .map(|k| TargetInfo {
             job: k.job.clone(),
             instance: k.instance.clone(),
             schema: engine.schema(k).map(|s| s.as_str().to_string()),
-        });
-    }
+        })
+        .collect();
     let s: Settings = engine.settings.clone();
     let o = &s.objectives;
-    let mut m: BTreeMap<String, f64> = BTreeMap::new();
-    fn put(m: &mut BTreeMap<String, f64>, k: &str, v: Option<f64>) {
-        if let Some(v) = v {
-            m.insert(k.to_string(), v);
+    let fleet = engine.fleet(end_ms);
+    let fm = &fleet.measures;
+    let m = fm.values();
+    let instances: Vec<Instance> = fleet
+        .rows
+        .iter()
+        .map(|r| Instance {
+            job: r.target.job.clone(),
+            instance: r.target.instance.clone(),
+            engines: r.engines,
+            measurements: r.measures.values(),
+        })
+        .collect();
+    let targets_of = |o: &str| -> String {
+        match o {
+            "ttft_p95" => format!("p95 ≤ {}", ms(s.objectives.ttft_p95)),
+            "itl_p95" => format!("p95 ≤ {}", ms(s.objectives.itl_p95)),
+            "queue" => format!("mean ≤ {}, waiting 0", ms(s.objectives.queue_time_max)),
+            _ => format!("≤ {}", pct(s.objectives.error_abort_ratio)),
+        }
+    };
+    let mut verdicts = Vec::new();
+    for obj in ["ttft_p95", "itl_p95", "queue", "error_abort_ratio"] {
+        verdicts.push(verdict(obj, "fleet".into(), targets_of(obj), fm, o));
+        // With more than one instance, the worst one too, named.
+        if fleet.rows.len() > 1 {
+            let worst = fleet
+                .rows
+                .iter()
+                .map(|r| verdict(obj, format!("worst instance {}", r.target), targets_of(obj), &r.measures, o))
+                .max_by(|a, b| badness(a).partial_cmp(&badness(b)).unwrap_or(std::cmp::Ordering::Equal));
+            verdicts.extend(worst);
         }
     }
-    for p in ["queue", "prefill", "decode", "inference", "e2e"] {
-        put(
-            &mut m,
-            &format!("request_{p}_seconds_mean"),
-            first(&all, "infertel_request_phase_seconds", Some(("phase", p))),
-        );
-    }
-    for (n, key) in [
-        ("infertel_time_to_first_token_seconds", "ttft"),
-        ("infertel_inter_token_latency_seconds", "itl"),
-        ("infertel_e2e_latency_seconds", "e2e"),
-    ] {
-        for q in ["0.5", "0.95", "0.99"] {
-            put(&mut m, &format!("{key}_seconds_p{}", &q[2..]), first(&all, n, Some(("quantile", q))));
-        }
-    }
-    for n in [
-        "decode_share",
-        "prefix_cache_hit_ratio",
-        "prompt_tokens_cached_ratio",
-        "tokens_per_iteration",
-        "generation_tokens_per_second",
-        "prompt_tokens_per_second",
-        "generation_to_prompt_ratio",
-        "error_abort_ratio",
-        "kv_cache_usage_ratio",
-        "vram_used_ratio",
-        "memory_bound",
-        "tokens_per_watt",
-        "scale_signal",
-    ] {
-        put(&mut m, n, first(&all, &format!("infertel_{n}"), None));
-    }
-    for d in all.iter().filter(|d| d.name == "infertel_finished_ratio") {
-        let r = d.label("finished_reason").unwrap_or("").to_string();
-        m.entry(format!("finished_ratio_{r}")).or_insert(d.value);
-    }
-    put(&mut m, "num_requests_waiting_max", engine.gauge_over(&schema::WAITING, end_ms, true));
-    put(&mut m, "num_requests_running_max", engine.gauge_over(&schema::RUNNING, end_ms, true));
-    put(&mut m, "gpu_util_percent_mean", engine.gauge_over(&schema::GPU_UTIL, end_ms, false));
-    put(&mut m, "dram_active_mean", engine.gauge_over(&schema::DRAM_ACTIVE, end_ms, false));
-    put(&mut m, "tensor_active_mean", engine.gauge_over(&schema::TENSOR_ACTIVE, end_ms, false));
-    put(&mut m, "gpu_power_watts_mean", engine.gauge_over(&schema::POWER, end_ms, false));
-
-    let verdict = |objective: &str, target: String, value: Option<f64>, measured: String, ok: Option<f64>| Verdict {
-        objective: objective.into(),
-        target,
-        measured: if value.is_some() { measured } else { "n/a".into() },
-        verdict: match ok {
-            Some(x) if x >= 1.0 => "PASS".into(),
-            Some(_) => "FAIL".into(),
-            None => "NO DATA".into(),
-        },
-        value,
-    };
-    // The worst instance decides: any 0 in slo_ok fails.
-    let ok = |obj: &str| {
-        all.iter()
-            .filter(|x| x.name == "infertel_slo_ok" && x.label("objective") == Some(obj))
-            .map(|x| x.value)
-            .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.min(v))))
-    };
-    let ttft = worst(&all, "infertel_slo_measured", ("objective", "ttft_p95"));
-    let itl = worst(&all, "infertel_slo_measured", ("objective", "itl_p95"));
-    let queue = worst(&all, "infertel_slo_measured", ("objective", "queue"));
-    let ea = worst(&all, "infertel_slo_measured", ("objective", "error_abort_ratio"));
     let waiting_max = m.get("num_requests_waiting_max").copied();
-    let verdicts = vec![
-        verdict(
-            "ttft_p95",
-            format!("p95 ≤ {}", ms(o.ttft_p95)),
-            ttft,
-            ttft.map(ms).unwrap_or_default(),
-            ok("ttft_p95"),
-        ),
-        verdict(
-            "itl_p95",
-            format!("p95 ≤ {}", ms(o.itl_p95)),
-            itl,
-            itl.map(|v| format!("{} (≈{:.0} tok/s)", ms(v), 1.0 / v)).unwrap_or_default(),
-            ok("itl_p95"),
-        ),
-        verdict(
-            "queue",
-            format!("mean ≤ {}, waiting 0", ms(o.queue_time_max)),
-            queue,
-            queue
-                .map(|v| format!("{}, waiting max {}", ms(v), waiting_max.map_or("n/a".into(), |w| format!("{w}"))))
-                .unwrap_or_default(),
-            ok("queue"),
-        ),
-        verdict(
-            "error_abort_ratio",
-            format!("≤ {}", pct(o.error_abort_ratio)),
-            ea,
-            ea.map(|v| format!("{:.2}%", v * 100.0)).unwrap_or_default(),
-            ok("error_abort_ratio"),
-        ),
-    ];
-
+    let v1 = targets.iter().any(|t| t.schema.as_deref().is_some_and(|x| x.starts_with("vllm-v1")));
+    let mut notes = Vec::new();
+    if v1 {
+        notes.push("vLLM V1 does not count client aborts (vLLM issue #31503): finished_reason=\"abort\" stays 0 and aborted requests are in no latency histogram, so the error/abort objective cannot see clients that gave up.".to_string());
+    }
+    if targets.iter().any(|t| t.schema.as_deref() == Some("vllm-v0")) {
+        notes.push("vLLM V0's prefix-cache hit rate (vllm:gpu_prefix_cache_hit_rate) is an average over the engine's lifetime, not over the window.".to_string());
+    }
     let mut recs = Vec::new();
     let ev = |pairs: &[(&str, Option<f64>)]| -> Vec<Evidence> {
         pairs.iter().filter_map(|(k, v)| v.map(|v| Evidence { metric: k.to_string(), value: v })).collect()
     };
     let g = |k: &str| m.get(k).copied();
+    // Instances whose figure `k` differs from the fleet's by more than a
+    // quarter, named in the recommendations that cite it.
+    let differ = |k: &str, fmt: &dyn Fn(f64) -> String| -> String {
+        let Some(f) = g(k) else { return String::new() };
+        let odd: Vec<String> = instances
+            .iter()
+            .filter_map(|i| i.measurements.get(k).map(|v| (i, *v)))
+            .filter(|(_, v)| (v - f).abs() > 0.25 * f.abs().max(1e-12))
+            .map(|(i, v)| format!("{}/{} {}", i.job, i.instance, fmt(v)))
+            .collect();
+        if odd.is_empty() || instances.len() < 2 {
+            String::new()
+        } else {
+            format!(" Instances that differ: {}.", odd.join(", "))
+        }
+    };
     if let Some(share) = g("decode_share").filter(|s| *s >= 0.8) {
         let mut text = format!(
             "Decode takes {} of request time ({} decode vs {} prefill per request)",
@@ -207,7 +235,22 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
             g("request_prefill_seconds_mean").map(ms).unwrap_or("n/a".into())
         );
         if let (Some(d), Some(t)) = (g("dram_active_mean"), g("tensor_active_mean")) {
-            let _ = write!(text, "; DRAM active {} vs tensor pipe {}", pct(d), pct(t));
+            // The article's triad: GPU_UTIL says busy, the graphics engine
+            // is busy, yet the tensor pipes idle while DRAM is saturated.
+            let mut triad = Vec::new();
+            if let Some(u) = g("gpu_util_percent_mean") {
+                triad.push(format!("GPU_UTIL {u:.1}%"));
+            }
+            if let Some(gr) = g("gr_engine_active_mean") {
+                triad.push(format!("graphics engine {} busy", pct(gr)));
+            }
+            let _ = write!(
+                text,
+                "; on the serving GPUs {}DRAM active {} vs tensor pipe {}",
+                triad.iter().map(|x| format!("{x}, ")).collect::<String>(),
+                pct(d),
+                pct(t)
+            );
             if g("memory_bound") == Some(1.0) {
                 text.push_str(": memory-bandwidth bound");
             }
@@ -222,29 +265,66 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
                 ("infertel_request_phase_seconds{phase=\"prefill\"}", g("request_prefill_seconds_mean")),
                 ("DCGM_FI_PROF_DRAM_ACTIVE", g("dram_active_mean")),
                 ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", g("tensor_active_mean")),
+                ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", g("gr_engine_active_mean")),
+                ("DCGM_FI_DEV_GPU_UTIL", g("gpu_util_percent_mean")),
             ]),
         });
     }
     if let Some(len) = g("finished_ratio_length").filter(|v| *v >= 0.1) {
+        // "length" means max_tokens or max_model_len was reached: the
+        // requested max_tokens tells which (as the article checked).
+        let (generated, max_tokens) = (g("generation_tokens_per_request_mean"), g("max_tokens_per_request_mean"));
+        let text = match (generated, max_tokens) {
+            (Some(gen_mean), Some(mt)) if gen_mean < 0.5 * mt => format!(
+                "{} of requests stopped with finished_reason=\"length\", yet they generated {gen_mean:.0} tokens on average against a requested max_tokens of {mt:.0}: the context limit (max_model_len) was reached, not max_tokens. Shorten prompts or raise --max-model-len; raising max_tokens will not help.{}",
+                pct(len),
+                differ("finished_ratio_length", &pct)
+            ),
+            (_, Some(mt)) => format!(
+                "{} of requests stopped at max_tokens (finished_reason=\"length\", mean requested max_tokens {mt:.0}): answers are cut mid-sentence and no latency chart shows it. Raise max_tokens on the client.{}",
+                pct(len),
+                differ("finished_ratio_length", &pct)
+            ),
+            _ => format!(
+                "{} of requests stopped with finished_reason=\"length\": max_tokens or max_model_len was reached (vllm:request_params_max_tokens is not exported, so which one cannot be told); answers are cut mid-sentence and no latency chart shows it. Check max_tokens on the client first.{}",
+                pct(len),
+                differ("finished_ratio_length", &pct)
+            ),
+        };
         recs.push(Recommendation {
             id: "raise_max_tokens".into(),
-            text: format!("{} of requests stopped at max_tokens (finished_reason=\"length\"): answers are cut mid-sentence and no latency chart shows it. Raise max_tokens on the client.", pct(len)),
-            evidence: ev(&[("infertel_finished_ratio{finished_reason=\"length\"}", Some(len)), ("infertel_finished_ratio{finished_reason=\"stop\"}", g("finished_ratio_stop"))]),
+            text,
+            evidence: ev(&[
+                ("infertel_finished_ratio{finished_reason=\"length\"}", Some(len)),
+                ("infertel_finished_ratio{finished_reason=\"stop\"}", g("finished_ratio_stop")),
+                ("generated tokens per request (mean)", generated),
+                ("vllm:request_params_max_tokens (mean)", max_tokens),
+            ]),
         });
     }
     if let Some(c) = g("prompt_tokens_cached_ratio").filter(|v| *v < 0.7) {
         recs.push(Recommendation {
             id: "standardize_prompt_prefix".into(),
-            text: format!("Only {} of prompt tokens came from the prefix cache (aim for ~70%). Put the shared system prompt and boilerplate first, identical in every request; it costs nothing.", pct(c)),
+            text: format!("Only {} of prompt tokens came from the prefix cache (aim for ~70%). Put the shared system prompt and boilerplate first, identical in every request; it costs nothing.{}", pct(c), differ("prompt_tokens_cached_ratio", &pct)),
             evidence: ev(&[("infertel_prompt_tokens_cached_ratio", Some(c))]),
         });
     }
     let kv = g("kv_cache_usage_ratio");
+    let scale_now: Vec<String> = fleet
+        .rows
+        .iter()
+        .filter(|r| {
+            r.measures.get("kv_cache_usage_ratio").is_some_and(|k| k >= s.scale.kv_cache_usage)
+                || r.measures.get("num_requests_waiting_max").is_some_and(|w| w > 0.0)
+                    && engine_sustained(engine, &r.target, end_ms)
+        })
+        .map(|r| r.target.to_string())
+        .collect();
     if kv.is_some() || waiting_max.is_some() {
-        let now = g("scale_signal") == Some(1.0);
+        let now = !scale_now.is_empty();
         let mut text = String::new();
         if now {
-            text.push_str("Scale out now: the scale signal is on. ");
+            let _ = write!(text, "Scale out now: the scale signal is on for {}. ", scale_now.join(", "));
         }
         let _ = write!(
             text,
@@ -262,7 +342,6 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
                 ("infertel_kv_cache_usage_ratio", kv),
                 ("vllm:num_requests_waiting (max)", waiting_max),
                 ("DCGM_FI_DEV_GPU_UTIL (mean)", g("gpu_util_percent_mean")),
-                ("infertel_scale_signal", g("scale_signal")),
             ]),
         });
     }
@@ -277,7 +356,20 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
             evidence: ev(&[("infertel_request_phase_seconds{phase=\"queue\"}", Some(q)), ("infertel_vram_used_ratio", g("vram_used_ratio"))]),
         });
     }
-    Report { window_seconds: s.window_ms as f64 / 1000.0, targets, verdicts, measurements: m, recommendations: recs }
+    Report {
+        window_seconds: s.window_ms as f64 / 1000.0,
+        targets,
+        verdicts,
+        measurements: m,
+        instances,
+        recommendations: recs,
+        notes,
+    }
+}
+
+/// True when any engine of `key` has its scale signal on at `t`.
+fn engine_sustained(engine: &mut Engine, key: &TargetKey, t: i64) -> bool {
+    engine.evaluate(key, t).derived.iter().any(|d| d.name == "infertel_scale_signal" && d.value == 1.0)
 }
 
 impl Report {
@@ -317,8 +409,77 @@ impl Report {
                 _ => None,
             },
         );
+        add(
+            "GPU_UTIL / graphics engine / SM active",
+            match (g("gpu_util_percent_mean"), g("gr_engine_active_mean")) {
+                (Some(a), Some(b)) => {
+                    Some(format!("{a:.1}% / {} / {}", pct(b), g("sm_active_mean").map_or("n/a".into(), pct)))
+                }
+                _ => None,
+            },
+        );
+        add("GPU power (joined GPUs)", g("gpu_watts").map(|x| format!("{x:.1} W")));
         add("tokens per joule (per watt)", g("tokens_per_watt").map(|x| format!("{x:.2}")));
+        add("requests per minute", g("requests_per_minute").map(|x| format!("{x:.1}")));
+        add(
+            "prompt / generated tokens per request",
+            match (g("prompt_tokens_per_request_mean"), g("generation_tokens_per_request_mean")) {
+                (Some(a), Some(b)) => Some(format!("{a:.0} / {b:.0}")),
+                _ => None,
+            },
+        );
+        add("requested max_tokens (mean)", g("max_tokens_per_request_mean").map(|x| format!("{x:.0}")));
+        add(
+            "batching: tokens per iteration per running request",
+            g("tokens_per_iteration_per_running_request").map(|x| format!("{x:.2}")),
+        );
+        add(
+            "headroom (objective / measured p95; an estimate at this concurrency)",
+            match (g("headroom_ttft_p95"), g("headroom_itl_p95")) {
+                (Some(a), Some(b)) => Some(format!("TTFT {a:.1}x, ITL {b:.1}x")),
+                _ => None,
+            },
+        );
+        add("preemptions per minute", g("preemptions_per_minute").map(|x| format!("{x:.2}")));
+        add(
+            "speculative decoding: acceptance / mean acceptance length",
+            match (g("spec_decode_acceptance_ratio"), g("spec_decode_mean_acceptance_length")) {
+                (Some(a), Some(b)) => Some(format!("{} / {b:.2}", pct(a))),
+                _ => None,
+            },
+        );
         v
+    }
+
+    /// One line per instance with the figures that most often differ.
+    fn instance_rows(&self) -> Vec<[String; 6]> {
+        let f = |i: &Instance, k: &str, fmt: &dyn Fn(f64) -> String| {
+            i.measurements.get(k).map_or("n/a".into(), |v| fmt(*v))
+        };
+        let mut rows = vec![[
+            "instance".to_string(),
+            "gen tok/s".into(),
+            "cached prompt".into(),
+            "TTFT p95".into(),
+            "ITL p95".into(),
+            "KV usage".into(),
+        ]];
+        for i in &self.instances {
+            rows.push([
+                format!(
+                    "{}/{}{}",
+                    i.job,
+                    i.instance,
+                    if i.engines > 1 { format!(" ({} engines)", i.engines) } else { String::new() }
+                ),
+                f(i, "generation_tokens_per_second", &|x| format!("{x:.1}")),
+                f(i, "prompt_tokens_cached_ratio", &pct),
+                f(i, "ttft_seconds_p95", &ms),
+                f(i, "itl_seconds_p95", &ms),
+                f(i, "kv_cache_usage_ratio", &pct),
+            ]);
+        }
+        rows
     }
 
     pub fn to_table(&self) -> String {
@@ -334,22 +495,25 @@ impl Report {
                 .join(", ")
         );
         let _ = writeln!(out);
-        let rows: Vec<[String; 4]> =
-            std::iter::once(["objective".to_string(), "target".into(), "measured".into(), "verdict".into()])
-                .chain(
-                    self.verdicts
-                        .iter()
-                        .map(|v| [v.objective.clone(), v.target.clone(), v.measured.clone(), v.verdict.clone()]),
-                )
-                .collect();
-        let w: Vec<usize> = (0..4).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
-        for (n, r) in rows.iter().enumerate() {
-            let cells: Vec<String> =
-                r.iter().enumerate().map(|(i, c)| format!("{c}{}", " ".repeat(w[i] - c.chars().count()))).collect();
-            let _ = writeln!(out, "{}", cells.join("  ").trim_end());
-            if n == 0 {
-                let _ = writeln!(out, "{}", w.iter().map(|x| "-".repeat(*x)).collect::<Vec<_>>().join("  "));
-            }
+        let rows: Vec<Vec<String>> = std::iter::once(vec![
+            "objective".to_string(),
+            "scope".into(),
+            "target".into(),
+            "measured".into(),
+            "verdict".into(),
+        ])
+        .chain(self.verdicts.iter().map(|v| {
+            vec![v.objective.clone(), v.scope.clone(), v.target.clone(), v.measured.clone(), v.verdict.clone()]
+        }))
+        .collect();
+        table(&mut out, &rows);
+        for v in self.verdicts.iter().filter(|v| !v.note.is_empty()) {
+            let _ = writeln!(out, "  {} ({}): {}", v.objective, v.scope, v.note);
+        }
+        if self.instances.len() > 1 {
+            let _ = writeln!(out, "\ninstances:");
+            let rows: Vec<Vec<String>> = self.instance_rows().into_iter().map(|r| r.to_vec()).collect();
+            table(&mut out, &rows);
         }
         let _ = writeln!(out, "\nmeasured:");
         for (k, v) in self.facts() {
@@ -359,15 +523,32 @@ impl Report {
         for (i, r) in self.recommendations.iter().enumerate() {
             let _ = writeln!(out, "  {}. [{}] {}", i + 1, r.id, r.text);
         }
+        if !self.notes.is_empty() {
+            let _ = writeln!(out, "\nnotes:");
+            for n in &self.notes {
+                let _ = writeln!(out, "  - {n}");
+            }
+        }
         out
     }
 
     pub fn to_markdown(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "## infertel report ({}s window)\n", self.window_seconds);
-        let _ = writeln!(out, "| objective | target | measured | verdict |\n|---|---|---|---|");
+        let _ = writeln!(out, "| objective | scope | target | measured | verdict |\n|---|---|---|---|---|");
         for v in &self.verdicts {
-            let _ = writeln!(out, "| {} | {} | {} | **{}** |", v.objective, v.target, v.measured, v.verdict);
+            let _ =
+                writeln!(out, "| {} | {} | {} | {} | **{}** |", v.objective, v.scope, v.target, v.measured, v.verdict);
+        }
+        for v in self.verdicts.iter().filter(|v| !v.note.is_empty()) {
+            let _ = writeln!(out, "\n{} ({}): {}", v.objective, v.scope, v.note);
+        }
+        if self.instances.len() > 1 {
+            let rows = self.instance_rows();
+            let _ = writeln!(out, "\n| {} |\n|{}", rows[0].join(" | "), "---|".repeat(rows[0].len()));
+            for r in &rows[1..] {
+                let _ = writeln!(out, "| {} |", r.join(" | "));
+            }
         }
         let _ = writeln!(out, "\n| measured | value |\n|---|---|");
         for (k, v) in self.facts() {
@@ -378,6 +559,27 @@ impl Report {
             let ev: Vec<String> = r.evidence.iter().map(|e| format!("`{}` = {}", e.metric, e.value)).collect();
             let _ = writeln!(out, "- **{}**: {} ({})", r.id, r.text, ev.join(", "));
         }
+        if !self.notes.is_empty() {
+            let _ = writeln!(out, "\n### Notes\n");
+            for n in &self.notes {
+                let _ = writeln!(out, "- {n}");
+            }
+        }
         out
+    }
+}
+
+/// Writes `rows` as an aligned text table, a rule under the first row.
+fn table(out: &mut String, rows: &[Vec<String>]) {
+    let cols = rows.iter().map(|r| r.len()).max().unwrap_or(0);
+    let w: Vec<usize> =
+        (0..cols).map(|i| rows.iter().map(|r| r.get(i).map_or(0, |c| c.chars().count())).max().unwrap_or(0)).collect();
+    for (n, r) in rows.iter().enumerate() {
+        let cells: Vec<String> =
+            r.iter().enumerate().map(|(i, c)| format!("{c}{}", " ".repeat(w[i] - c.chars().count()))).collect();
+        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+        if n == 0 {
+            let _ = writeln!(out, "{}", w.iter().map(|x| "-".repeat(*x)).collect::<Vec<_>>().join("  "));
+        }
     }
 }

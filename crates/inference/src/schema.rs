@@ -40,10 +40,20 @@ inputs! {
     WAITING => ["vllm:num_requests_waiting"],
     RUNNING => ["vllm:num_requests_running"],
     HTTP_REQUESTS => ["http_requests_total"],
+    MAX_TOKENS => ["vllm:request_params_max_tokens"],
+    PREEMPTIONS => ["vllm:num_preemptions_total"],
+    SPEC_DRAFTS => ["vllm:spec_decode_num_drafts_total"],
+    SPEC_DRAFT_TOKENS => ["vllm:spec_decode_num_draft_tokens_total"],
+    SPEC_ACCEPTED => ["vllm:spec_decode_num_accepted_tokens_total"],
     FB_USED => ["DCGM_FI_DEV_FB_USED"],
     FB_FREE => ["DCGM_FI_DEV_FB_FREE"],
     POWER => ["DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_BOARD_POWER_WATTS"],
-    ENERGY => ["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"],
+    // mJ since boot (classic); DCGM 4.6.1's replacement counts joules.
+    ENERGY => ["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL"],
+    // DCGM 4.6.1: the framebuffer share itself, where used/free are not exported.
+    FB_USED_RATIO => ["DCGM_FI_DEV_FB_USED_RATIO"],
+    SM_ACTIVE => ["DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_UTIL_RATIO"],
+    SM_OCCUPANCY => ["DCGM_FI_PROF_SM_OCCUPANCY"],
     GPU_UTIL => ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_UTIL_RATIO"],
     DRAM_ACTIVE => ["DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_DRAM_UTIL_RATIO"],
     TENSOR_ACTIVE => ["DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_TENSOR_UTIL_RATIO"],
@@ -203,7 +213,19 @@ pub const ALL_INPUTS: &[&Input] = &[
     &DRAM_ACTIVE,
     &TENSOR_ACTIVE,
     &GR_ENGINE_ACTIVE,
+    &FB_USED_RATIO,
+    &SM_ACTIVE,
+    &SM_OCCUPANCY,
+    &MAX_TOKENS,
+    &PREEMPTIONS,
+    &SPEC_DRAFTS,
+    &SPEC_DRAFT_TOKENS,
+    &SPEC_ACCEPTED,
 ];
+
+/// Counters whose label children appear as events happen; their `_created`
+/// series are kept so that a child born inside the window counts from 0.
+pub const CREATED_OF: &[&Input] = &[&SUCCESS, &HTTP_REQUESTS];
 
 /// The families [`Families`] tracks: input names, then era markers, each once.
 pub fn relevant_families() -> &'static [&'static str] {

@@ -11,14 +11,19 @@ use infertel_model::Sample;
 /// Why a derived value was not produced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Skip {
-    /// An input family is not exposed by the source.
+    /// An input family is not exposed by the source, or has no sample in the window.
     MissingInput,
-    /// An input's newest sample is a staleness marker (target gone, series gone).
+    /// The target is gone (its `up` went stale: removed from discovery).
     StaleInput,
     /// Fewer than two samples in the window (the first window after start).
     FirstWindow,
     /// The denominator did not move (0/0 or x/0): nothing happened.
     ZeroDenominator,
+    /// The result was NaN or ±Inf (a NaN input, or an overflow).
+    NonFinite,
+    /// An objective inside a histogram bucket: the buckets bound the share of
+    /// requests within it from both sides and the bounds disagree.
+    Indeterminate,
 }
 
 impl Skip {
@@ -28,6 +33,8 @@ impl Skip {
             Skip::StaleInput => "stale_input",
             Skip::FirstWindow => "first_window",
             Skip::ZeroDenominator => "zero_denominator",
+            Skip::NonFinite => "non_finite",
+            Skip::Indeterminate => "indeterminate",
         }
     }
 }
@@ -46,38 +53,79 @@ impl Increase {
     }
 }
 
-/// The samples of `all` (oldest first) inside `[t - window, t]`, or why there
-/// are none usable: the newest sample at or before `t` being a staleness
-/// marker makes the series stale, as in Prometheus' instant lookups.
+/// The samples of `all` (oldest first) inside `[t - window, t]` (closed, as
+/// Prometheus 2.x selects a range; 3.x leaves the start open).
+///
+/// Staleness markers are not samples of a range, as in Prometheus: the
+/// engine never stores them (see `ingest`), and any that are passed here are
+/// skipped by the arithmetic below. A failed scrape therefore costs one
+/// sample, not the window.
 pub fn in_window(all: &[Sample], t: i64, window_ms: i64) -> Result<&[Sample], Skip> {
     let end = all.partition_point(|s| s.timestamp_ms <= t);
-    if end == 0 {
-        return Err(Skip::MissingInput);
-    }
-    if infertel_model::is_stale_nan(all[end - 1].value) {
-        return Err(Skip::StaleInput);
-    }
     let start = all[..end].partition_point(|s| s.timestamp_ms < t - window_ms);
-    // Stale markers inside the window (a series that came back) split it: use
-    // the part after the last one.
     let slice = &all[start..end];
-    let from = slice.iter().rposition(|s| infertel_model::is_stale_nan(s.value)).map_or(0, |i| i + 1);
-    let slice = &slice[from..];
-    if slice.is_empty() { Err(Skip::MissingInput) } else { Ok(slice) }
+    if slice.iter().all(|s| infertel_model::is_stale_nan(s.value)) { Err(Skip::MissingInput) } else { Ok(slice) }
+}
+
+/// True when the gauge `all` was above zero for the whole of `[t - sustained,
+/// t]`, judged as Prometheus looks a value up: from the last sample at or
+/// before `t - sustained` (the value in force at the start) to the last at or
+/// before `t`, every sample is `> 0`. False when there is no sample that old
+/// (too little history to say).
+pub fn sustained_above_zero(all: &[Sample], t: i64, sustained_ms: i64) -> bool {
+    let live = |s: &&Sample| !infertel_model::is_stale_nan(s.value);
+    let end = all.partition_point(|s| s.timestamp_ms <= t);
+    let from = all[..end].partition_point(|s| s.timestamp_ms <= t - sustained_ms);
+    // The sample in force at t - sustained: the last live one at or before it.
+    let Some(first) = all[..from].iter().rposition(|s| live(&s)) else { return false };
+    all[first..end].iter().filter(live).all(|s| s.value > 0.0)
+}
+
+/// The rate of a counter that its source refreshes more slowly than it is
+/// scraped (dcgm-exporter refreshes its fields every 30 s by default): the
+/// increase between the first and the last sample of the window at which the
+/// counter changed, over the time between them. Taken between change points,
+/// a 15 s scrape of a 30 s counter neither sees an update too many nor one
+/// too few. `before` is the sample preceding the window, if kept, so that a
+/// change at the window's first sample is seen. `None` unless the window
+/// holds at least two changes (at least one whole refresh period between
+/// them).
+pub fn change_point_rate(before: Option<Sample>, window: &[Sample]) -> Option<f64> {
+    let live: Vec<Sample> = window.iter().copied().filter(|s| !infertel_model::is_stale_nan(s.value)).collect();
+    let mut prev = before.filter(|s| !infertel_model::is_stale_nan(s.value));
+    let mut changes = Vec::new();
+    for (i, s) in live.iter().enumerate() {
+        if prev.is_some_and(|p| p.value != s.value) {
+            changes.push(i);
+        }
+        prev = Some(*s);
+    }
+    let (&a, &b) = (changes.first()?, changes.last()?);
+    if a == b {
+        return None;
+    }
+    increase(&live[a..=b]).ok().map(|i| i.rate())
 }
 
 /// Counter increase between the first and last sample, resets corrected.
+/// Staleness markers are skipped (a failed scrape in the middle of a
+/// window), as Prometheus leaves them out of range vectors.
 pub fn increase(samples: &[Sample]) -> Result<Increase, Skip> {
-    if samples.len() < 2 {
-        return Err(Skip::FirstWindow);
+    let live = |s: &&Sample| !infertel_model::is_stale_nan(s.value);
+    let mut it = samples.iter().filter(live);
+    let Some(&first) = it.next() else { return Err(Skip::FirstWindow) };
+    let mut last = first;
+    let mut delta = 0.0;
+    let mut n = 1;
+    for &s in it {
+        // A sample lower than its predecessor is a reset: the counter
+        // counted from 0 again.
+        delta += if s.value < last.value { s.value } else { s.value - last.value };
+        last = s;
+        n += 1;
     }
-    let first = samples[0];
-    let last = samples[samples.len() - 1];
-    let mut delta = last.value - first.value;
-    for w in samples.windows(2) {
-        if w[1].value < w[0].value {
-            delta += w[0].value;
-        }
+    if n < 2 {
+        return Err(Skip::FirstWindow);
     }
     let seconds = (last.timestamp_ms - first.timestamp_ms) as f64 / 1000.0;
     if seconds <= 0.0 {
@@ -86,8 +134,10 @@ pub fn increase(samples: &[Sample]) -> Result<Increase, Skip> {
     Ok(Increase { delta, seconds })
 }
 
-/// Prometheus' `histogram_quantile` on (upper bound, cumulative count) pairs:
-/// sorted, equal bounds merged, counts forced monotonic, linear interpolation
+/// Prometheus' `histogram_quantile` on (upper bound, cumulative count) pairs,
+/// as of Prometheus 2.49: sorted, equal bounds merged, counts forced
+/// monotonic with differences below a relative 1e-12 ignored in either
+/// direction (floating-point noise of summed rates), linear interpolation
 /// inside the bucket, the highest finite bound when the rank falls in +Inf.
 /// `None` where Prometheus returns NaN (no +Inf bucket, no observations).
 pub fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
@@ -100,29 +150,7 @@ pub fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
     if q > 1.0 {
         return Some(f64::INFINITY);
     }
-    let mut b: Vec<(f64, f64)> = buckets.to_vec();
-    b.sort_by(|x, y| x.0.total_cmp(&y.0));
-    if !b.last().is_some_and(|l| l.0 == f64::INFINITY) {
-        return None;
-    }
-    let mut merged: Vec<(f64, f64)> = Vec::with_capacity(b.len());
-    for (ub, c) in b {
-        match merged.last_mut() {
-            Some(last) if last.0 == ub => last.1 += c,
-            _ => merged.push((ub, c)),
-        }
-    }
-    let mut max = f64::NEG_INFINITY;
-    for x in merged.iter_mut() {
-        if x.1 < max {
-            x.1 = max;
-        } else {
-            max = x.1;
-        }
-    }
-    if merged.len() < 2 {
-        return None;
-    }
+    let merged = cumulative(buckets)?;
     let observations = merged[merged.len() - 1].1;
     if observations == 0.0 || observations.is_nan() {
         return None;
@@ -147,6 +175,89 @@ pub fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
     Some(bucket_start + (bucket_end - bucket_start) * (rank / count))
 }
 
+/// Prometheus' relative tolerance for bucket-count differences (2.49+,
+/// `smallDeltaTolerance`).
+const SMALL_DELTA: f64 = 1e-12;
+
+fn almost_equal(a: f64, b: f64) -> bool {
+    const MIN_NORMAL: f64 = f64::MIN_POSITIVE;
+    if a == b {
+        return true;
+    }
+    let abs_sum = a.abs() + b.abs();
+    let diff = (a - b).abs();
+    if a == 0.0 || b == 0.0 || abs_sum < MIN_NORMAL {
+        return diff < SMALL_DELTA * MIN_NORMAL;
+    }
+    diff / abs_sum.min(f64::MAX) < SMALL_DELTA
+}
+
+/// The buckets sorted, merged by bound and made monotonic as
+/// `histogram_quantile` reads them; `None` without a +Inf bucket or with
+/// fewer than two buckets.
+fn cumulative(buckets: &[(f64, f64)]) -> Option<Vec<(f64, f64)>> {
+    let mut b: Vec<(f64, f64)> = buckets.to_vec();
+    b.sort_by(|x, y| x.0.total_cmp(&y.0));
+    if !b.last().is_some_and(|l| l.0 == f64::INFINITY) {
+        return None;
+    }
+    let mut merged: Vec<(f64, f64)> = Vec::with_capacity(b.len());
+    for (ub, c) in b {
+        match merged.last_mut() {
+            Some(last) if last.0 == ub => last.1 += c,
+            _ => merged.push((ub, c)),
+        }
+    }
+    if merged.len() < 2 {
+        return None;
+    }
+    // Decreases of any size and differences within the tolerance are
+    // replaced by the last accepted count, which is not updated for them.
+    let mut prev = merged[0].1;
+    for x in merged.iter_mut().skip(1) {
+        if x.1 == prev {
+            continue;
+        }
+        if almost_equal(prev, x.1) || x.1 < prev {
+            x.1 = prev;
+            continue;
+        }
+        prev = x.1;
+    }
+    Some(merged)
+}
+
+/// The share of observations at or below `objective`, bounded by the
+/// buckets: `lower` counts the buckets whose upper bound is at most the
+/// objective, `upper` adds the bucket that contains it. Equal when the
+/// objective is a bucket boundary. `None` without observations or +Inf.
+pub fn share_within(objective: f64, buckets: &[(f64, f64)]) -> Option<ShareWithin> {
+    let merged = cumulative(buckets)?;
+    let total = merged[merged.len() - 1].1;
+    if total == 0.0 || !total.is_finite() {
+        return None;
+    }
+    let below = merged.iter().take_while(|x| x.0 <= objective).last().copied();
+    let above = merged.iter().find(|x| x.0 >= objective).copied()?;
+    Some(ShareWithin {
+        lower: below.map_or(0.0, |b| b.1 / total),
+        upper: above.1 / total,
+        lower_bound: below.map(|b| b.0),
+        upper_bound: above.0,
+    })
+}
+
+/// See [`share_within`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ShareWithin {
+    pub lower: f64,
+    pub upper: f64,
+    /// The bucket boundaries the two shares were read at (`None`: below the
+    /// first bucket).
+    pub lower_bound: Option<f64>,
+    pub upper_bound: f64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,14 +277,82 @@ mod tests {
     }
 
     #[test]
-    fn window_selection_and_staleness() {
+    fn window_selection_ignores_staleness_markers() {
         let stale = infertel_model::stale_nan();
         let v = [s(0, 1.0), s(15_000, 2.0), s(30_000, 3.0), s(45_000, stale)];
         assert_eq!(in_window(&v, 30_000, 15_000).unwrap(), &v[1..3]);
-        assert_eq!(in_window(&v, 45_000, 60_000), Err(Skip::StaleInput));
         assert_eq!(in_window(&v, -1, 60_000), Err(Skip::MissingInput));
-        let back = [s(0, 1.0), s(15_000, stale), s(30_000, 3.0), s(45_000, 4.0)];
-        assert_eq!(in_window(&back, 45_000, 60_000).unwrap(), &back[2..4]);
+        assert_eq!(in_window(&v[3..], 45_000, 60_000), Err(Skip::MissingInput), "only a marker");
+        // A failed scrape (a marker between samples) is left out of the
+        // increase; the reset after it is still corrected.
+        let tokens = [s(0, 1000.0), s(15_000, 1500.0), s(30_000, stale), s(45_000, 2500.0), s(60_000, 3000.0)];
+        let i = increase(in_window(&tokens, 30_000, 60_000).unwrap()).unwrap();
+        assert_eq!((i.delta, i.seconds), (500.0, 15.0));
+        let i = increase(in_window(&tokens, 60_000, 60_000).unwrap()).unwrap();
+        assert_eq!((i.delta, i.seconds), (2000.0, 60.0));
+        let reset = [s(0, 1000.0), s(15_000, stale), s(30_000, 200.0)];
+        assert_eq!(increase(&reset).unwrap().delta, 200.0);
+    }
+
+    #[test]
+    fn sustained_means_every_sample_since_the_one_in_force() {
+        // Scrape stamps jittered by a few ms, as a real scrape loop makes them.
+        let t = |k: i64, j: i64| k * 15_000 + j;
+        let v: Vec<Sample> = (0..12).map(|k| s(t(k, [3, -2, 5, 0, -4, 1][k as usize % 6]), 2.0)).collect();
+        let now = v[11].timestamp_ms;
+        // No sample exactly at now - 120 s: the one before it is in force.
+        assert!(!v.iter().any(|x| x.timestamp_ms == now - 120_000));
+        assert!(sustained_above_zero(&v, now, 120_000));
+        // Too little history.
+        assert!(!sustained_above_zero(&v, now, 200_000));
+        let mut dip = v.clone();
+        dip[5].value = 0.0;
+        assert!(!sustained_above_zero(&dip, now, 120_000));
+        // A dip before the sample in force does not count.
+        let mut old = v.clone();
+        old[1].value = 0.0;
+        assert!(sustained_above_zero(&old, now, 120_000));
+    }
+
+    #[test]
+    fn change_point_rate_over_a_slow_refresh() {
+        // 240 W as mJ, refreshed every 30 s at phase 7 s, scraped every 15 s.
+        let energy = |t: i64| ((t - 7_000).div_euclid(30_000) * 30_000 + 7_000) as f64 * 240.0;
+        let all: Vec<Sample> = (0..20).map(|k| s(k * 15_000 + 1, energy(k * 15_000 + 1))).collect();
+        for end in 8..20usize {
+            let t = all[end].timestamp_ms;
+            let start = all.partition_point(|x| x.timestamp_ms < t - 60_000);
+            let r = change_point_rate(start.checked_sub(1).map(|i| all[i]), &all[start..=end]).unwrap();
+            assert!((r / 1000.0 - 240.0).abs() < 1e-9, "{r} at {t}");
+        }
+        // One change only: no rate.
+        assert_eq!(change_point_rate(None, &all[0..3]), None);
+        // A counter that does not move: no change points.
+        assert_eq!(change_point_rate(None, &[s(0, 5.0), s(15_000, 5.0), s(30_000, 5.0)]), None);
+    }
+
+    #[test]
+    fn share_within_bounds_from_the_buckets() {
+        let b = [(0.1, 50.0), (0.25, 90.0), (0.5, 100.0), (f64::INFINITY, 100.0)];
+        let w = share_within(0.3, &b).unwrap();
+        assert_eq!((w.lower, w.upper, w.lower_bound, w.upper_bound), (0.9, 1.0, Some(0.25), 0.5));
+        let at = share_within(0.25, &b).unwrap();
+        assert_eq!((at.lower, at.upper), (0.9, 0.9), "a boundary decides");
+        let first = share_within(0.05, &b).unwrap();
+        assert_eq!((first.lower, first.upper, first.lower_bound), (0.0, 0.5, None));
+        assert_eq!(share_within(0.3, &[(0.1, 0.0), (f64::INFINITY, 0.0)]), None);
+    }
+
+    #[test]
+    fn small_deltas_are_ignored_as_prometheus_2_49_does() {
+        // Summed rates carry noise of 1e-13 relative: the last two buckets are
+        // "equal" to the (0.1, 0.2] bucket's count for Prometheus ≥ 2.49, so
+        // q=1 lands in (0.1, 0.2] at 0.2; read strictly (as 2.42 does), the
+        // noise is a bucket of its own and q=1 gives 0.4.
+        let n = 100.0 * (1.0 + 1e-13);
+        let b = [(0.1, 50.0), (0.2, 100.0), (0.4, n), (f64::INFINITY, n)];
+        assert_eq!(histogram_quantile(1.0, &b), Some(0.2));
+        assert_eq!(histogram_quantile(0.5, &b), Some(0.1));
     }
 
     #[test]

@@ -242,7 +242,19 @@ fn target_that_disappears_gets_stale_derived_series() {
         "10.0.1.23:8000",
     )
     .unwrap();
-    e.ingest(&stale_all(&last, T0 + MIN + 15_000));
+    // As the receiver does when discovery drops the target: a staleness
+    // marker on every series, `up` included.
+    let mut markers = stale_all(&last, T0 + MIN + 15_000);
+    markers.push(infertel_model::Series {
+        labels: infertel_model::Labels::from_pairs([
+            ("__name__", "up"),
+            ("instance", "10.0.1.23:8000"),
+            ("job", "vllm"),
+        ]),
+        samples: vec![infertel_model::Sample { timestamp_ms: T0 + MIN + 15_000, value: infertel_model::stale_nan() }],
+    });
+    e.ingest(&markers);
+    assert!(e.due(&vkey(), T0 + MIN + 15_000, 60_000), "a target that went away is evaluated at once");
     let gone = e.evaluate(&vkey(), T0 + MIN + 15_000);
     assert!(gone.derived.is_empty(), "{:?}", gone.derived);
     let mut stale = gone.stale.clone();
@@ -271,7 +283,9 @@ fn one_input_going_stale_stales_only_what_it_feeds() {
     let v = e.evaluate(&vkey(), T0 + 75_000);
     let names: Vec<&str> = v.stale.iter().map(|(n, _)| *n).collect();
     assert_eq!(names, ["infertel_prefix_cache_hit_ratio"]);
-    assert!(v.skipped.contains(&("infertel_prefix_cache_hit_ratio", Skip::StaleInput)));
+    // Its marker is not a sample (as in a range vector): the series is left
+    // with one sample in the window, too few for a rate.
+    assert!(v.skipped.contains(&("infertel_prefix_cache_hit_ratio", Skip::FirstWindow)));
     assert!(v.derived.iter().any(|d| d.name == "infertel_prompt_tokens_cached_ratio"), "other series keep going");
 }
 

@@ -2,10 +2,11 @@
 //! recorded scrapes with `--replay`), then prints the verdicts against the
 //! objectives and the recommendations the numbers support.
 //!
-//! Replay layout: `DIR/<job>/<unix seconds>.prom` (one folder per target; the
-//! folder name is the job, the instance is `replay`), or `DIR/<unix
+//! Replay layout: `DIR/<job>/<instance>/<unix seconds>.prom` (one folder per
+//! target: several replicas of one job are several instance folders),
+//! `DIR/<job>/<unix seconds>.prom` (instance `replay`), or `DIR/<unix
 //! seconds>.prom` for a single target (job `replay`). Fractional seconds are
-//! allowed. `--record DIR` writes that layout while sampling live.
+//! allowed. `--record DIR` writes the first layout while sampling live.
 
 use crate::cli::{LogArgs, ReportFormat};
 use crate::exit;
@@ -40,33 +41,52 @@ fn parse_ts(stem: &str) -> Option<i64> {
     Some(if v > 1e11 { v as i64 } else { (v * 1000.0).round() as i64 })
 }
 
-/// (job, timestamp ms, body) of every recorded scrape, oldest first.
-fn read_replay(dir: &Path) -> Result<Vec<(String, i64, String)>, String> {
+/// One recorded scrape.
+struct Recorded {
+    job: String,
+    instance: String,
+    ts: i64,
+    body: String,
+}
+
+fn subdirs(d: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(d)
+        .map_err(|e| format!("{}: {e}", d.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+fn name_of(p: &Path) -> String {
+    p.file_name().and_then(|s| s.to_str()).unwrap_or("replay").to_string()
+}
+
+/// Every recorded scrape, oldest first.
+fn read_replay(dir: &Path) -> Result<Vec<Recorded>, String> {
     let mut out = Vec::new();
-    let mut visit = |job: &str, d: &Path| -> Result<(), String> {
+    let mut visit = |job: &str, instance: &str, d: &Path| -> Result<(), String> {
         for e in std::fs::read_dir(d).map_err(|e| format!("{}: {e}", d.display()))? {
             let p = e.map_err(|e| e.to_string())?.path();
             if p.extension().is_some_and(|x| x == "prom") {
                 let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
                 let ts = parse_ts(stem).ok_or_else(|| format!("{}: name it <unix seconds>.prom", p.display()))?;
                 let body = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-                out.push((job.to_string(), ts, body));
+                out.push(Recorded { job: job.to_string(), instance: instance.to_string(), ts, body });
             }
         }
         Ok(())
     };
-    visit("replay", dir)?;
-    let mut subdirs: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
-    subdirs.sort();
-    for d in subdirs {
-        let job = d.file_name().and_then(|s| s.to_str()).unwrap_or("replay").to_string();
-        visit(&job, &d)?;
+    visit("replay", "replay", dir)?;
+    for d in subdirs(dir)? {
+        let job = name_of(&d);
+        visit(&job, "replay", &d)?;
+        for i in subdirs(&d)? {
+            visit(&job, &name_of(&i), &i)?;
+        }
     }
-    out.sort_by_key(|(j, t, _)| (*t, j.clone()));
+    out.sort_by(|a, b| (a.ts, &a.job, &a.instance).cmp(&(b.ts, &b.job, &b.instance)));
     if out.is_empty() {
         return Err(format!("{}: no <unix seconds>.prom files", dir.display()));
     }
@@ -149,18 +169,18 @@ pub async fn report(log: &LogArgs, a: ReportArgs) -> u8 {
                 return exit::FAILURE;
             }
         };
-        let first = scrapes[0].1;
-        end_ms = scrapes[scrapes.len() - 1].1;
+        let first = scrapes[0].ts;
+        end_ms = scrapes[scrapes.len() - 1].ts;
         // The whole recording is the window unless --window was given shorter.
         settings.window_ms = (end_ms - first).min(window.as_millis() as i64).max(1);
         engine = Engine::new(settings);
-        for (job, ts, body) in &scrapes {
-            match series_from_text(body, *ts, job, "replay") {
+        for r in &scrapes {
+            match series_from_text(&r.body, r.ts, &r.job, &r.instance) {
                 Ok(s) => {
                     engine.ingest(&s);
                 }
                 Err(e) => {
-                    eprintln!("error: {}/{job}/{ts}: {e}", dir.display());
+                    eprintln!("error: {}/{}/{}/{}: {e}", dir.display(), r.job, r.instance, r.ts);
                     return exit::FAILURE;
                 }
             }
@@ -222,7 +242,7 @@ pub async fn report(log: &LogArgs, a: ReportArgs) -> u8 {
                                 t.job = name_job(&body).to_string();
                             }
                             if let Some(dir) = &a.record {
-                                let d = dir.join(&t.job);
+                                let d = dir.join(&t.job).join(t.instance.replace(['/', ':'], "_"));
                                 let _ = std::fs::create_dir_all(&d);
                                 let _ = std::fs::write(d.join(format!("{:.3}.prom", ts as f64 / 1000.0)), &body);
                             }

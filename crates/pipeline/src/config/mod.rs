@@ -463,6 +463,44 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
     for (id, c) in &cfg.extensions.0 {
         component_errors("extensions", id, c.validate());
     }
+    // The inference window must hold at least two scrapes of every target
+    // feeding it: with window = interval about half the evaluations see one
+    // sample and emit nothing.
+    for (pname, p) in &cfg.service.pipelines {
+        for pref in &p.processors {
+            let Ok(pid) = ComponentId::parse(pref) else { continue };
+            let Some(ProcessorConfig::Inference(ic)) = cfg.processors.get(&pid) else { continue };
+            let window = ic.window.get();
+            let mut slowest: Option<(std::time::Duration, String)> = None;
+            for rref in &p.receivers {
+                let Ok(rid) = ComponentId::parse(rref) else { continue };
+                let Some(ReceiverConfig::Prometheus(pc)) = cfg.receivers.get(&rid) else { continue };
+                for sc in &pc.config.scrape_configs {
+                    let iv = sc.interval(&pc.config.global);
+                    if slowest.as_ref().is_none_or(|(d, _)| iv > *d) {
+                        slowest = Some((iv, format!("job {:?} of receivers.{rid}", sc.job_name)));
+                    }
+                }
+            }
+            if let Some((iv, by)) = slowest
+                && window < iv * 2
+            {
+                let (line, column) = locate(text, "processors:", &pid.to_string());
+                v.errors.push(ConfigIssue {
+                    origin: origin.into(),
+                    line,
+                    column,
+                    path: format!("processors.{pid}.window"),
+                    message: format!(
+                        "window {} is less than twice the slowest scrape interval feeding it in pipeline {pname:?} ({} of {by}): about half the evaluations would see a single sample and emit nothing; set window to at least {}",
+                        Duration::from_millis(window.as_millis() as u64),
+                        Duration::from_millis(iv.as_millis() as u64),
+                        Duration::from_millis((iv * 2).as_millis() as u64),
+                    ),
+                });
+            }
+        }
+    }
     let logs = &cfg.service.telemetry.logs;
     if !matches!(logs.encoding.as_str(), "console" | "json") {
         v.errors.push(ConfigIssue {

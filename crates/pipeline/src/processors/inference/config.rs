@@ -147,6 +147,9 @@ impl InferenceConfig {
                 dram_active_min: self.memory_bound.dram_active_min,
                 tensor_active_max: self.memory_bound.tensor_active_max,
             },
+            // The DaemonSet's downward API sets it; engines and GPUs without
+            // a `node` label of their own are taken to run here.
+            node_name: std::env::var("K8S_NODE_NAME").ok().filter(|n| !n.is_empty()),
         }
     }
 }

@@ -1,0 +1,296 @@
+//! The derivation engine: keeps each target's input samples for the window,
+//! evaluates the derived series of one target at one time, and tracks what it
+//! emitted so that series whose inputs vanished get a staleness marker.
+//!
+//! * [`ingest`]: a scrape's series into per-target sample windows.
+//! * [`view`]: one target's samples at one time: selection, rates, quantiles.
+//! * [`rates`]: the additive inputs of an engine (or a fleet) and every
+//!   figure derived from them.
+//! * [`vllm`]: the derived series of a vLLM target.
+//! * [`gpu`]: GPUs, one per physical device, the join to the engines they
+//!   serve, power and energy.
+//! * [`fleet`]: the figures of many targets together, for `report`.
+
+mod fleet;
+mod gpu;
+mod ingest;
+mod rates;
+mod view;
+mod vllm;
+
+pub use fleet::{Fleet, Row};
+pub use rates::{Measures, Rates};
+pub use view::LabelPairs;
+
+use crate::schema::{self, Schema, Source};
+use crate::window::{Skip, in_window};
+use ingest::TargetState;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use view::View;
+
+/// How GPUs are matched to the vLLM instances they serve (`join`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Join {
+    /// Every GPU this agent scrapes serves every vLLM instance it scrapes.
+    Node,
+    /// dcgm-exporter's `pod`/`namespace` labels equal the vLLM target's.
+    Pod,
+    /// vLLM `instance` → GPU UUIDs.
+    Map(BTreeMap<String, Vec<String>>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Objectives {
+    /// Seconds.
+    pub ttft_p95: f64,
+    /// Seconds.
+    pub itl_p95: f64,
+    /// Mean queue time per request, seconds.
+    pub queue_time_max: f64,
+    pub error_abort_ratio: f64,
+}
+
+impl Default for Objectives {
+    fn default() -> Self {
+        Objectives { ttft_p95: 0.3, itl_p95: 0.05, queue_time_max: 0.001, error_abort_ratio: 0.005 }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scale {
+    pub kv_cache_usage: f64,
+    pub waiting_sustained_ms: i64,
+}
+
+impl Default for Scale {
+    fn default() -> Self {
+        Scale { kv_cache_usage: 0.6, waiting_sustained_ms: 120_000 }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryBound {
+    pub dram_active_min: f64,
+    pub tensor_active_max: f64,
+}
+
+impl Default for MemoryBound {
+    fn default() -> Self {
+        MemoryBound { dram_active_min: 0.5, tensor_active_max: 0.3 }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    pub window_ms: i64,
+    /// See [`Engine::due`]; the processor's `evaluation_interval`.
+    pub evaluation_interval_ms: i64,
+    pub join: Join,
+    pub objectives: Objectives,
+    pub scale: Scale,
+    pub memory_bound: MemoryBound,
+    /// The node this agent runs on (`K8S_NODE_NAME`): where a target's own
+    /// `node` label is absent, its GPUs and engines are taken to be here.
+    pub node_name: Option<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            window_ms: 60_000,
+            evaluation_interval_ms: 15_000,
+            join: Join::Node,
+            objectives: Objectives::default(),
+            scale: Scale::default(),
+            memory_bound: MemoryBound::default(),
+            node_name: None,
+        }
+    }
+}
+
+/// A scraped target.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TargetKey {
+    pub job: String,
+    pub instance: String,
+}
+
+impl std::fmt::Display for TargetKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.job, self.instance)
+    }
+}
+
+/// One derived value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Derived {
+    pub name: &'static str,
+    /// Sorted by name; no `__name__`.
+    pub labels: LabelPairs,
+    pub value: f64,
+}
+
+impl Derived {
+    pub fn label(&self, n: &str) -> Option<&str> {
+        self.labels.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str())
+    }
+}
+
+/// A target's schema, first seen or changed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SchemaEvent {
+    pub target: TargetKey,
+    pub schema: Schema,
+    pub previous: Option<Schema>,
+    /// (expected family or families, the derived series that stays empty).
+    pub missing: Vec<(String, &'static str)>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Evaluation {
+    pub at_ms: i64,
+    pub derived: Vec<Derived>,
+    /// Series emitted by the previous evaluation of this target and not now.
+    pub stale: Vec<(&'static str, LabelPairs)>,
+    pub skipped: Vec<(&'static str, Skip)>,
+    pub schema_event: Option<SchemaEvent>,
+}
+
+pub struct Engine {
+    pub settings: Settings,
+    pub(crate) targets: BTreeMap<TargetKey, TargetState>,
+    emitted: HashMap<TargetKey, BTreeSet<(&'static str, LabelPairs)>>,
+}
+
+/// Collects derived values and skip reasons during one evaluation.
+#[derive(Default)]
+pub(crate) struct Out {
+    pub(crate) derived: Vec<Derived>,
+    pub(crate) skipped: Vec<(&'static str, Skip)>,
+}
+
+impl Out {
+    pub(crate) fn put(&mut self, name: &'static str, labels: LabelPairs, v: Result<f64, Skip>) -> Option<f64> {
+        match v {
+            Ok(x) if x.is_finite() => {
+                self.derived.push(Derived { name, labels, value: x });
+                Some(x)
+            }
+            Ok(_) => {
+                self.skipped.push((name, Skip::NonFinite));
+                None
+            }
+            Err(e) => {
+                self.skipped.push((name, e));
+                None
+            }
+        }
+    }
+}
+
+impl Engine {
+    pub fn new(settings: Settings) -> Self {
+        Engine { settings, targets: BTreeMap::new(), emitted: HashMap::new() }
+    }
+
+    /// How long the samples of the longest-kept inputs are kept, and so how
+    /// long a target that stopped sending is remembered.
+    pub(crate) fn retention_ms(&self) -> i64 {
+        self.settings.window_ms.max(self.settings.scale.waiting_sustained_ms) + 60_000
+    }
+
+    /// How long every other input is kept: the window plus a margin (at a 1 s
+    /// interval, a third less memory than keeping all for the longest).
+    pub(crate) fn short_retention_ms(&self) -> i64 {
+        self.settings.window_ms + 60_000
+    }
+
+    /// True when target `key`, scraped at `t`, is due for evaluation under
+    /// `interval_ms`: the first time, and whenever `t` enters a new multiple
+    /// of the interval since its last evaluation (0: every scrape). Derived
+    /// series are windowed aggregates, so evaluating them on every 1 s scrape
+    /// would repeat nearly the same numbers at a cost in CPU; aligning to the
+    /// interval's grid keeps a steady cadence whatever the scrape jitter.
+    pub fn due(&self, key: &TargetKey, t: i64, interval_ms: i64) -> bool {
+        let Some(st) = self.targets.get(key) else { return true };
+        if interval_ms <= 0 || st.evaluated_ms == i64::MIN {
+            return true;
+        }
+        // A target that went away has its derived series staled at once.
+        if st.gone && self.emitted.get(key).is_some_and(|e| !e.is_empty()) {
+            return true;
+        }
+        t.div_euclid(interval_ms) != st.evaluated_ms.div_euclid(interval_ms)
+    }
+
+    /// Number of targets whose state is kept.
+    pub fn tracked_targets(&self) -> usize {
+        self.targets.len()
+    }
+
+    pub fn targets(&self) -> impl Iterator<Item = &TargetKey> {
+        self.targets.keys()
+    }
+
+    pub fn schema(&self, key: &TargetKey) -> Option<Schema> {
+        self.targets.get(key).and_then(|s| s.schema)
+    }
+
+    /// Evaluates the derived series owned by `key` at `t` (the target's scrape time).
+    pub fn evaluate(&mut self, key: &TargetKey, t: i64) -> Evaluation {
+        let mut out = Out::default();
+        let mut event = None;
+        let (retention, short) = (self.retention_ms(), self.short_retention_ms());
+        if let Some(st) = self.targets.get_mut(key) {
+            st.trim(st.newest_ms.saturating_sub(short), st.newest_ms.saturating_sub(retention));
+            st.evaluated_ms = st.evaluated_ms.max(t);
+        }
+        if let Some(st) = self.targets.get(key) {
+            let detected = st.detected;
+            if let Some(s) = detected
+                && st.schema != Some(s)
+            {
+                let missing = schema::expectations(s)
+                    .into_iter()
+                    .filter(|(i, _)| !i.names.iter().any(|n| st.families.contains(n)))
+                    .map(|(i, d)| (i.names.join(" or "), d))
+                    .collect();
+                event = Some(SchemaEvent { target: key.clone(), schema: s, previous: st.schema, missing });
+            }
+            let view = View { st, t, w: self.settings.window_ms };
+            // A target is live while it is not gone and has a sample in the
+            // window: a failed scrape (its markers) does not blank it.
+            let live = !st.gone
+                && st
+                    .series
+                    .values()
+                    .flat_map(|m| m.values())
+                    .any(|v| in_window(v, t, self.settings.window_ms).is_ok());
+            if live && let Some(s) = detected {
+                let labels = vec![
+                    ("instance".into(), key.instance.clone()),
+                    ("job".into(), key.job.clone()),
+                    ("schema".into(), s.as_str().to_string()),
+                ];
+                out.derived.push(Derived { name: "infertel_target_schema_info", labels, value: 1.0 });
+                match s.source() {
+                    Source::Vllm => self.eval_vllm(&view, key, s, &mut out),
+                    Source::Dcgm => gpu::eval_dcgm(&view, &self.settings, &mut out),
+                    Source::Other => {}
+                }
+            } else if st.gone {
+                out.skipped.push(("infertel_target_schema_info", Skip::StaleInput));
+            }
+        }
+        if let Some(e) = &event
+            && let Some(st) = self.targets.get_mut(key)
+        {
+            st.schema = Some(e.schema);
+        }
+        let now: BTreeSet<(&'static str, LabelPairs)> =
+            out.derived.iter().map(|d| (d.name, d.labels.clone())).collect();
+        let prev = self.emitted.insert(key.clone(), now.clone()).unwrap_or_default();
+        let stale = prev.difference(&now).cloned().collect();
+        Evaluation { at_ms: t, derived: out.derived, stale, skipped: out.skipped, schema_event: event }
+    }
+}

@@ -1,0 +1,352 @@
+//! The additive inputs of one vLLM engine (a label group of one target) and
+//! every figure derived from them.
+//!
+//! Rates add: a fleet's inputs are the sum of its engines', so a fleet figure
+//! is `sum(rate(x)) / sum(rate(y))` and a fleet quantile is read from the
+//! summed bucket rates, as the article's PromQL computes them. The derived
+//! series of one engine and `report`'s fleet and instance rows are computed
+//! by the same [`Rates::measures`], so they cannot disagree.
+
+use super::Objectives;
+use super::view::{MaxPri, View, ratio};
+use crate::schema::{self, Input, Schema};
+use crate::window::{Skip, histogram_quantile, share_within};
+use infertel_model::Labels;
+use std::collections::BTreeMap;
+
+/// Counters read as rates: (key, input, suffix).
+const COUNTERS: &[(&str, &Input, &str)] = &[
+    ("prompt", &schema::PROMPT_TOKENS, ""),
+    ("generation", &schema::GENERATION_TOKENS, ""),
+    ("prompt_cached", &schema::PROMPT_TOKENS_CACHED, ""),
+    ("prefix_hits", &schema::PREFIX_HITS, ""),
+    ("prefix_queries", &schema::PREFIX_QUERIES, ""),
+    ("requests", &schema::E2E, "_count"),
+    ("queue", &schema::QUEUE, "_sum"),
+    ("prefill", &schema::PREFILL, "_sum"),
+    ("decode", &schema::DECODE, "_sum"),
+    ("inference", &schema::INFERENCE, "_sum"),
+    ("e2e", &schema::E2E, "_sum"),
+    ("iteration_sum", &schema::ITERATION_TOKENS, "_sum"),
+    ("iteration_count", &schema::ITERATION_TOKENS, "_count"),
+    ("request_generation_sum", &schema::REQUEST_GENERATION_TOKENS, "_sum"),
+    ("request_prompt_sum", &schema::REQUEST_PROMPT_TOKENS, "_sum"),
+    ("request_prompt_count", &schema::REQUEST_PROMPT_TOKENS, "_count"),
+    ("max_tokens_sum", &schema::MAX_TOKENS, "_sum"),
+    ("max_tokens_count", &schema::MAX_TOKENS, "_count"),
+    ("preemptions", &schema::PREEMPTIONS, ""),
+    ("spec_drafts", &schema::SPEC_DRAFTS, ""),
+    ("spec_draft_tokens", &schema::SPEC_DRAFT_TOKENS, ""),
+    ("spec_accepted", &schema::SPEC_ACCEPTED, ""),
+];
+
+/// Histograms read as bucket rates: (key, input).
+const HISTOGRAMS: &[(&str, &Input)] = &[("ttft", &schema::TTFT), ("itl", &schema::ITL), ("e2e", &schema::E2E)];
+
+/// The phases of a request, each a histogram `_sum` per finished request.
+pub const PHASES: [&str; 5] = ["queue", "prefill", "decode", "inference", "e2e"];
+
+/// The quantiles derived from each latency histogram, and their key suffix.
+pub const QUANTILES: [(f64, &str, &str); 3] = [(0.5, "0.5", "p50"), (0.95, "0.95", "p95"), (0.99, "0.99", "p99")];
+
+/// The additive inputs of one engine, or of a sum of engines.
+#[derive(Clone, Debug)]
+pub struct Rates {
+    counters: BTreeMap<&'static str, Result<f64, Skip>>,
+    histograms: BTreeMap<&'static str, Result<Vec<(f64, f64)>, Skip>>,
+    finished: Result<BTreeMap<String, f64>, Skip>,
+    /// The last KV-cache usage of each engine.
+    kv: Vec<f64>,
+    kv_err: Skip,
+    /// The most requests waiting in the window, per engine.
+    waiting_max: Vec<f64>,
+    /// Mean requests running over the window, per engine.
+    running_mean: Vec<f64>,
+    /// V0's lifetime prefix-cache hit rate gauge, per engine (-1 dropped).
+    v0_hit_rate: Vec<f64>,
+    v0: bool,
+    /// Engines summed.
+    pub engines: usize,
+}
+
+impl Default for Rates {
+    fn default() -> Self {
+        Rates {
+            counters: BTreeMap::new(),
+            histograms: BTreeMap::new(),
+            finished: Err(Skip::MissingInput),
+            kv: Vec::new(),
+            kv_err: Skip::MissingInput,
+            waiting_max: Vec::new(),
+            running_mean: Vec::new(),
+            v0_hit_rate: Vec::new(),
+            v0: false,
+            engines: 0,
+        }
+    }
+}
+
+/// Sum of two results: the present values add (PromQL's `sum` over the
+/// series that exist); only when neither is present is it an error.
+fn add(a: Result<f64, Skip>, b: Result<f64, Skip>) -> Result<f64, Skip> {
+    match (a, b) {
+        (Ok(x), Ok(y)) => Ok(x + y),
+        (Ok(x), Err(_)) | (Err(_), Ok(x)) => Ok(x),
+        (Err(x), Err(y)) => Err(x.max_pri(y)),
+    }
+}
+
+impl Rates {
+    /// The inputs of the series `keep` selects in `v` (one engine group).
+    pub(crate) fn of(v: &View, keep: &dyn Fn(&Labels) -> bool, schema: Schema) -> Rates {
+        let mut r = Rates { engines: 1, v0: schema == Schema::VllmV0, ..Rates::default() };
+        for (key, input, suffix) in COUNTERS {
+            r.counters.insert(key, v.rate(input, suffix, keep));
+        }
+        // Before 0.16 there is no prompt_tokens_cached: from 0.9.0 the prefix
+        // cache counts tokens, so its hits are the cached prompt tokens. The
+        // schema decides (after a downgrade the old series lingers in the
+        // window with too few samples to say anything).
+        if schema != Schema::VllmV1Current && !schema.prefix_cache_in_blocks() && schema != Schema::VllmV0 {
+            r.counters.insert("prompt_cached", r.counters["prefix_hits"]);
+        }
+        for (key, input) in HISTOGRAMS {
+            r.histograms.insert(key, v.buckets(input, keep));
+        }
+        r.finished = v.child_rates(&schema::SUCCESS, "finished_reason", keep);
+        match v.gauge(&schema::KV_USAGE, keep) {
+            Ok(g) => r.kv.push(g.last),
+            Err(e) => r.kv_err = e,
+        }
+        if let Ok(g) = v.gauge(&schema::WAITING, keep) {
+            r.waiting_max.push(g.max);
+        }
+        if let Ok(g) = v.gauge(&schema::RUNNING, keep) {
+            r.running_mean.push(g.mean);
+        }
+        if r.v0
+            && let Ok(g) = v.gauge(&schema::PREFIX_HIT_RATE_V0, keep)
+            && g.last >= 0.0
+        {
+            r.v0_hit_rate.push(g.last);
+        }
+        r
+    }
+
+    /// Adds another engine's inputs.
+    pub fn add(&mut self, o: &Rates) {
+        for (k, v) in &o.counters {
+            let cur = self.counters.get(k).copied().unwrap_or(Err(Skip::MissingInput));
+            self.counters.insert(k, add(cur, *v));
+        }
+        for (k, v) in &o.histograms {
+            let cur = self.histograms.remove(k).unwrap_or(Err(Skip::MissingInput));
+            let sum = match (cur, v) {
+                (Ok(mut a), Ok(b)) => {
+                    a.extend(b.iter().copied());
+                    Ok(a)
+                }
+                (Ok(a), Err(_)) => Ok(a),
+                (Err(_), Ok(b)) => Ok(b.clone()),
+                (Err(x), Err(y)) => Err(x.max_pri(*y)),
+            };
+            self.histograms.insert(k, sum);
+        }
+        self.finished = match (std::mem::replace(&mut self.finished, Err(Skip::MissingInput)), &o.finished) {
+            (Ok(mut a), Ok(b)) => {
+                for (k, v) in b {
+                    *a.entry(k.clone()).or_default() += v;
+                }
+                Ok(a)
+            }
+            (Ok(a), Err(_)) => Ok(a),
+            (Err(_), Ok(b)) => Ok(b.clone()),
+            (Err(x), Err(y)) => Err(x.max_pri(*y)),
+        };
+        self.kv.extend(&o.kv);
+        self.kv_err = self.kv_err.max_pri(o.kv_err);
+        self.waiting_max.extend(&o.waiting_max);
+        self.running_mean.extend(&o.running_mean);
+        self.v0_hit_rate.extend(&o.v0_hit_rate);
+        self.v0 |= o.v0;
+        self.engines += o.engines;
+    }
+
+    pub(crate) fn counter(&self, k: &str) -> Result<f64, Skip> {
+        self.counters.get(k).copied().unwrap_or(Err(Skip::MissingInput))
+    }
+
+    fn histogram(&self, k: &str) -> Result<&[(f64, f64)], Skip> {
+        match self.histograms.get(k) {
+            Some(Ok(b)) => Ok(b),
+            Some(Err(e)) => Err(*e),
+            None => Err(Skip::MissingInput),
+        }
+    }
+
+    fn quantile(&self, k: &str, q: f64) -> Result<f64, Skip> {
+        let b = self.histogram(k)?;
+        match histogram_quantile(q, b) {
+            Some(x) if x.is_finite() => Ok(x),
+            Some(_) => Err(Skip::NonFinite),
+            None => Err(Skip::ZeroDenominator),
+        }
+    }
+
+    /// The KV-cache usage: of the engine, or the mean over the engines summed.
+    pub(crate) fn kv_usage(&self) -> Result<f64, Skip> {
+        if self.kv.is_empty() { Err(self.kv_err) } else { Ok(self.kv.iter().sum::<f64>() / self.kv.len() as f64) }
+    }
+
+    pub(crate) fn waiting_max(&self) -> Option<f64> {
+        self.waiting_max.iter().copied().reduce(f64::max)
+    }
+
+    /// Every figure these inputs give, by measurement key (see
+    /// [`Measures`]); what cannot be computed is kept with its reason.
+    pub fn measures(&self, o: &Objectives) -> Measures {
+        let mut m = Measures::default();
+        let c = |k: &str| self.counter(k);
+        let prefix = if self.v0 {
+            if self.v0_hit_rate.is_empty() {
+                Err(Skip::MissingInput)
+            } else {
+                Ok(self.v0_hit_rate.iter().sum::<f64>() / self.v0_hit_rate.len() as f64)
+            }
+        } else {
+            ratio(c("prefix_hits"), c("prefix_queries"))
+        };
+        m.put("prefix_cache_hit_ratio", prefix);
+        m.put("prompt_tokens_cached_ratio", ratio(c("prompt_cached"), c("prompt")));
+        m.put("generation_tokens_per_second", c("generation"));
+        m.put("prompt_tokens_per_second", c("prompt"));
+        let requests = c("requests");
+        for p in PHASES {
+            m.put(&format!("request_{p}_seconds_mean"), ratio(c(p), requests));
+        }
+        m.put("decode_share", ratio(c("decode"), c("e2e")));
+        for (key, name) in [("ttft", "ttft"), ("itl", "itl"), ("e2e", "e2e")] {
+            for (q, _, suffix) in QUANTILES {
+                m.put(&format!("{name}_seconds_{suffix}"), self.quantile(key, q));
+            }
+        }
+        m.put("tokens_per_iteration", ratio(c("iteration_sum"), c("iteration_count")));
+        let shape = match ratio(c("request_generation_sum"), c("request_prompt_sum")) {
+            Err(Skip::MissingInput) => ratio(c("generation"), c("prompt")),
+            r => r,
+        };
+        m.put("generation_to_prompt_ratio", shape);
+        // The article's per-request figures.
+        m.put("requests_per_minute", requests.map(|r| r * 60.0));
+        m.put("prompt_tokens_per_request_mean", ratio(c("request_prompt_sum"), c("request_prompt_count")));
+        m.put("generation_tokens_per_request_mean", ratio(c("request_generation_sum"), requests));
+        m.put("max_tokens_per_request_mean", ratio(c("max_tokens_sum"), c("max_tokens_count")));
+        m.put("preemptions_per_minute", c("preemptions").map(|r| r * 60.0));
+        m.put("spec_decode_acceptance_ratio", ratio(c("spec_accepted"), c("spec_draft_tokens")));
+        m.put("spec_decode_mean_acceptance_length", ratio(c("spec_accepted"), c("spec_drafts")).map(|x| 1.0 + x));
+        // Outcomes.
+        let error_abort;
+        match &self.finished {
+            Err(e) => {
+                m.put("finished_ratio", Err(*e));
+                error_abort = Err(*e);
+            }
+            Ok(by) => {
+                let total: f64 = by.values().sum();
+                if total == 0.0 {
+                    m.put("finished_ratio", Err(Skip::ZeroDenominator));
+                    error_abort = Err(Skip::ZeroDenominator);
+                } else {
+                    for (reason, x) in by {
+                        m.put(&format!("finished_ratio_{reason}"), Ok(x / total));
+                    }
+                    let ea = by.get("error").copied().unwrap_or(0.0) + by.get("abort").copied().unwrap_or(0.0);
+                    error_abort = ratio(Ok(ea), Ok(total));
+                }
+            }
+        }
+        m.put("error_abort_ratio", error_abort);
+        m.put("kv_cache_usage_ratio", self.kv_usage());
+        if let Some(w) = self.waiting_max() {
+            m.put("num_requests_waiting_max", Ok(w));
+        }
+        if !self.running_mean.is_empty() {
+            let running: f64 = self.running_mean.iter().sum();
+            m.put("num_requests_running_mean", Ok(running));
+            // Batching health: in decode each running request adds about one
+            // token per engine step, so tokens per iteration should be near
+            // the requests running per engine.
+            let per_engine = running / self.running_mean.len() as f64;
+            m.put(
+                "tokens_per_iteration_per_running_request",
+                ratio(m.get_result("tokens_per_iteration"), Ok(per_engine)),
+            );
+        }
+        // Objectives.
+        for (obj, key, target, share_q) in [("ttft_p95", "ttft", o.ttft_p95, 0.95), ("itl_p95", "itl", o.itl_p95, 0.95)]
+        {
+            let measured = self.quantile(key, 0.95);
+            m.put(&format!("slo_{obj}_measured"), measured);
+            m.put(&format!("headroom_{obj}"), ratio(Ok(target), measured));
+            let share = self.histogram(key).and_then(|b| share_within(target, b).ok_or(Skip::ZeroDenominator));
+            match share {
+                Ok(w) => {
+                    m.put(&format!("slo_{obj}_share_lower"), Ok(w.lower));
+                    m.put(&format!("slo_{obj}_share_upper"), Ok(w.upper));
+                    if let Some(b) = w.lower_bound {
+                        m.put(&format!("slo_{obj}_bucket_lower"), Ok(b));
+                    }
+                    if w.upper_bound.is_finite() {
+                        m.put(&format!("slo_{obj}_bucket_upper"), Ok(w.upper_bound));
+                    }
+                    // Decided only where both bounds agree with each other.
+                    let ok = if w.lower >= share_q {
+                        Ok(1.0)
+                    } else if w.upper < share_q {
+                        Ok(0.0)
+                    } else {
+                        Err(Skip::Indeterminate)
+                    };
+                    m.put(&format!("slo_{obj}_ok"), ok);
+                }
+                Err(e) => m.put(&format!("slo_{obj}_ok"), Err(e)),
+            }
+        }
+        let queue = m.get_result("request_queue_seconds_mean");
+        m.put("slo_queue_measured", queue);
+        let no_wait = self.waiting_max().is_none_or(|w| w <= 0.0);
+        m.put("slo_queue_ok", queue.map(|q| if q <= o.queue_time_max && no_wait { 1.0 } else { 0.0 }));
+        m.put("slo_error_abort_ratio_measured", error_abort);
+        m.put("slo_error_abort_ratio_ok", error_abort.map(|x| if x <= o.error_abort_ratio { 1.0 } else { 0.0 }));
+        m
+    }
+}
+
+/// Figures by measurement key: ratios 0–1, seconds, tokens/s, per minute.
+/// Keys are `report`'s measurement names (`request_decode_seconds_mean`,
+/// `ttft_seconds_p95`, `finished_ratio_length`, `slo_ttft_p95_ok`, ...).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Measures(pub BTreeMap<String, Result<f64, Skip>>);
+
+impl Measures {
+    pub(crate) fn put(&mut self, k: &str, v: Result<f64, Skip>) {
+        let v = match v {
+            Ok(x) if !x.is_finite() => Err(Skip::NonFinite),
+            v => v,
+        };
+        self.0.insert(k.to_string(), v);
+    }
+
+    pub fn get(&self, k: &str) -> Option<f64> {
+        self.0.get(k).and_then(|v| v.ok())
+    }
+
+    pub fn get_result(&self, k: &str) -> Result<f64, Skip> {
+        self.0.get(k).copied().unwrap_or(Err(Skip::MissingInput))
+    }
+
+    /// The values that could be computed.
+    pub fn values(&self) -> BTreeMap<String, f64> {
+        self.0.iter().filter_map(|(k, v)| v.ok().map(|v| (k.clone(), v))).collect()
+    }
+}

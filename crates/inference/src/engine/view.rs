@@ -1,0 +1,329 @@
+//! A target's samples as the derivations read them at one time: candidate
+//! names picked, series selected by label group, rates, quantiles and gauge
+//! statistics over the window.
+
+use super::ingest::{TargetState, WireName, wire};
+use crate::schema::{Input, Source};
+use crate::window::{Skip, histogram_quantile, in_window, increase};
+use infertel_model::{Labels, Sample};
+use std::collections::BTreeMap;
+
+pub type LabelPairs = Vec<(String, String)>;
+
+// Both sorted bytewise (see `matches`).
+pub(crate) const VLLM_GROUP: &[&str; 6] = &["engine", "instance", "job", "model_name", "namespace", "pod"];
+pub(crate) const GPU_GROUP: &[&str] = &["GPU_I_ID", "Hostname", "UUID", "gpu", "hostname", "instance", "job"];
+
+pub(crate) fn restrict(l: &Labels, names: &[&str]) -> LabelPairs {
+    names.iter().filter_map(|n| l.get(n).map(|v| (n.to_string(), v.to_string()))).collect()
+}
+
+/// The values of `names` (sorted bytewise) in `l`, in one merge pass; what
+/// [`restrict`] keeps, without copying.
+pub(crate) fn project<'l, const N: usize>(l: &'l Labels, names: &[&str; N]) -> [Option<&'l str>; N] {
+    let mut out = [None; N];
+    let mut li = l.as_slice();
+    for (n, o) in names.iter().zip(out.iter_mut()) {
+        while let Some((x, rest)) = li.split_first()
+            && x.name.as_bytes() < n.as_bytes()
+        {
+            li = rest;
+        }
+        *o = li.first().filter(|x| &*x.name == *n).map(|x| &*x.value);
+    }
+    out
+}
+
+pub(crate) fn with(mut base: LabelPairs, extra: &[(&str, &str)]) -> LabelPairs {
+    for (k, v) in extra {
+        base.push((k.to_string(), v.to_string()));
+    }
+    base.sort();
+    base
+}
+
+/// True when `l` and `group` agree on every label of `names` (present in
+/// both with the same value, or absent from both). `names` is sorted
+/// bytewise, like `l` and `group`, so this is one merge pass over each; it
+/// runs for every input series of every evaluation.
+pub(crate) fn matches(l: &Labels, group: &LabelPairs, names: &[&str]) -> bool {
+    let (mut li, mut gi) = (l.as_slice(), group.as_slice());
+    for n in names {
+        while let Some((x, rest)) = li.split_first()
+            && x.name.as_bytes() < n.as_bytes()
+        {
+            li = rest;
+        }
+        while let Some(((k, _), rest)) = gi.split_first()
+            && k.as_bytes() < n.as_bytes()
+        {
+            gi = rest;
+        }
+        let lv = li.first().filter(|x| &*x.name == *n).map(|x| &*x.value);
+        let gv = gi.first().filter(|(k, _)| k == n).map(|(_, v)| v.as_str());
+        if lv != gv {
+            return false;
+        }
+    }
+    true
+}
+
+/// Per-target view at one time.
+pub(crate) struct View<'a> {
+    pub(crate) st: &'a TargetState,
+    pub(crate) t: i64,
+    pub(crate) w: i64,
+}
+
+impl<'a> View<'a> {
+    /// The candidate name this target exposes with the newest sample in the
+    /// window (after a version switch the old name stops and the new one
+    /// takes over; equal names, the one listed first); a name without a
+    /// sample in the window only when none has one.
+    pub(crate) fn pick(&self, input: &Input, suffix: &str) -> Option<&'static str> {
+        let mut first = None;
+        let mut best: Option<(i64, &'static str)> = None;
+        for n in input.names {
+            let Some(w) = wire_with_suffix(n, suffix) else { continue };
+            let Some(m) = self.st.series.get(&WireName(w)) else { continue };
+            first = first.or(Some(w));
+            for s in m.values() {
+                if let Ok(x) = in_window(s, self.t, self.w) {
+                    let newest = x[x.len() - 1].timestamp_ms;
+                    if best.is_none_or(|(b, _)| newest > b) {
+                        best = Some((newest, w));
+                    }
+                }
+            }
+        }
+        best.map(|(_, w)| w).or(first)
+    }
+
+    /// Per label value of `by`, the rate of `input` over the window, for
+    /// counters whose label children appear as events happen (a first
+    /// `finished_reason="error"`, a first HTTP 5xx). A child seen only inside
+    /// the window counts from 0 at its `_created` time when that falls in
+    /// the window, else from its first sample (so a single sample adds 0 and
+    /// does not void the ratio). Rates share one duration, the longest span
+    /// of a child, so that their ratios are ratios of increases.
+    pub(crate) fn child_rates(
+        &self,
+        input: &Input,
+        by: &str,
+        keep: &dyn Fn(&Labels) -> bool,
+    ) -> Result<BTreeMap<String, f64>, Skip> {
+        let name = self.pick(input, "").ok_or(Skip::MissingInput)?;
+        let created = crate::schema::CREATED_OF
+            .iter()
+            .any(|i| i.names.contains(&name))
+            .then(|| wire(&super::ingest::created_name(name)).map(|w| w.name))
+            .flatten();
+        let mut deltas: BTreeMap<String, f64> = BTreeMap::new();
+        let mut seconds: f64 = 0.0;
+        for (l, s) in self.select(input, "", keep)? {
+            let mut delta = match increase(s) {
+                Ok(i) => {
+                    seconds = seconds.max(i.seconds);
+                    i.delta
+                }
+                Err(_) => 0.0,
+            };
+            let first = s.iter().find(|x| !infertel_model::is_stale_nan(x.value));
+            let born = created.and_then(|c| self.created_ms(c, l));
+            if let (Some(b), Some(f)) = (born, first)
+                && b >= self.t - self.w
+                && b <= f.timestamp_ms
+            {
+                delta += f.value;
+            }
+            *deltas.entry(l.get(by).unwrap_or("").to_string()).or_default() += delta;
+        }
+        if seconds <= 0.0 {
+            return Err(Skip::FirstWindow);
+        }
+        Ok(deltas.into_iter().map(|(k, d)| (k, d / seconds)).collect())
+    }
+
+    /// The `_created` time (ms) of the child `l`, from its `_created` series
+    /// (the same labels but the name).
+    fn created_ms(&self, created: &'static str, l: &Labels) -> Option<i64> {
+        let m = self.st.series.get(&WireName(created))?;
+        let same = |c: &Labels| {
+            let strip = |x: &Labels| -> Vec<(String, String)> {
+                x.iter()
+                    .filter(|y| &*y.name != infertel_model::METRIC_NAME)
+                    .map(|y| (y.name.to_string(), y.value.to_string()))
+                    .collect()
+            };
+            strip(c) == strip(l)
+        };
+        let (_, v) = m.into_iter().find(|(c, _)| same(c))?;
+        let last = v.last()?;
+        Some((last.value * 1000.0).round() as i64)
+    }
+
+    pub(crate) fn select(
+        &self,
+        input: &Input,
+        suffix: &str,
+        keep: &dyn Fn(&Labels) -> bool,
+    ) -> Result<Vec<(&'a Labels, &'a [Sample])>, Skip> {
+        let name = self.pick(input, suffix).ok_or(Skip::MissingInput)?;
+        let mut out = Vec::new();
+        let mut err = Skip::MissingInput;
+        for (l, samples) in &self.st.series[&WireName(name)] {
+            if !keep(l) {
+                continue;
+            }
+            match in_window(samples, self.t, self.w) {
+                Ok(s) => out.push((l, s)),
+                Err(e) => err = err.max_pri(e),
+            }
+        }
+        if out.is_empty() { Err(err) } else { Ok(out) }
+    }
+
+    /// Sum of per-series rates.
+    pub(crate) fn rate(&self, input: &Input, suffix: &str, keep: &dyn Fn(&Labels) -> bool) -> Result<f64, Skip> {
+        let mut sum = 0.0;
+        for (_, s) in self.select(input, suffix, keep)? {
+            sum += increase(s)?.rate();
+        }
+        Ok(sum)
+    }
+
+    /// The bucket rates of histogram `input` (upper bound, rate) over the series `keep` selects.
+    pub(crate) fn buckets(&self, input: &Input, keep: &dyn Fn(&Labels) -> bool) -> Result<Vec<(f64, f64)>, Skip> {
+        let mut buckets = Vec::new();
+        for (l, s) in self.select(input, "_bucket", keep)? {
+            let Some(le) = l.get("le").and_then(parse_le) else {
+                continue;
+            };
+            buckets.push((le, increase(s)?.rate()));
+        }
+        Ok(buckets)
+    }
+
+    #[allow(dead_code)]
+    fn quantile(&self, input: &Input, q: f64, keep: &dyn Fn(&Labels) -> bool) -> Result<f64, Skip> {
+        let mut buckets = Vec::new();
+        for (l, s) in self.select(input, "_bucket", keep)? {
+            let Some(le) = l.get("le").and_then(parse_le) else {
+                continue;
+            };
+            buckets.push((le, increase(s)?.rate()));
+        }
+        histogram_quantile(q, &buckets).ok_or(Skip::ZeroDenominator)
+    }
+
+    /// Gauge: (last, mean, max, min) over the window, summed over series for `last`.
+    pub(crate) fn gauge(&self, input: &Input, keep: &dyn Fn(&Labels) -> bool) -> Result<GaugeStats, Skip> {
+        let sel = self.select(input, "", keep)?;
+        let mut g = GaugeStats { last: 0.0, mean: 0.0, max: f64::NEG_INFINITY, min: f64::INFINITY };
+        for (_, s) in &sel {
+            g.last += s[s.len() - 1].value;
+            g.mean += s.iter().map(|x| x.value).sum::<f64>() / s.len() as f64;
+            for x in s.iter() {
+                g.max = g.max.max(x.value);
+                g.min = g.min.min(x.value);
+            }
+        }
+        Ok(g)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GaugeStats {
+    pub(crate) last: f64,
+    pub(crate) mean: f64,
+    pub(crate) max: f64,
+    pub(crate) min: f64,
+}
+
+pub(crate) trait MaxPri {
+    fn max_pri(self, o: Self) -> Self;
+}
+impl MaxPri for Skip {
+    /// Which reason to report when series disagree: stale beats first window
+    /// beats missing.
+    fn max_pri(self, o: Skip) -> Skip {
+        let rank = |s: Skip| match s {
+            Skip::MissingInput => 0,
+            Skip::FirstWindow => 1,
+            Skip::ZeroDenominator | Skip::NonFinite | Skip::Indeterminate => 2,
+            Skip::StaleInput => 3,
+        };
+        if rank(o) > rank(self) { o } else { self }
+    }
+}
+
+pub(crate) fn source_of(st: &TargetState) -> Option<Source> {
+    st.detected.map(|s| s.source())
+}
+
+/// `name` + `suffix` as the interned wire name, when the engine keeps it.
+pub(crate) fn wire_with_suffix(name: &str, suffix: &str) -> Option<&'static str> {
+    if suffix.is_empty() {
+        return wire(name).map(|w| w.name);
+    }
+    let mut buf = String::with_capacity(name.len() + suffix.len());
+    buf.push_str(name);
+    buf.push_str(suffix);
+    wire(&buf).map(|w| w.name)
+}
+
+pub(crate) fn parse_le(s: &str) -> Option<f64> {
+    match s {
+        "+Inf" | "Inf" | "+inf" => Some(f64::INFINITY),
+        _ => s.parse().ok(),
+    }
+}
+
+pub(crate) fn ratio(num: Result<f64, Skip>, den: Result<f64, Skip>) -> Result<f64, Skip> {
+    let (n, d) = (num?, den?);
+    if d == 0.0 {
+        return Err(Skip::ZeroDenominator);
+    }
+    let r = n / d;
+    if r.is_finite() { Ok(r) } else { Err(Skip::NonFinite) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `matches` (one merge pass) agrees with the plain definition: every
+    /// label of `names` present in both with equal values, or in neither.
+    #[test]
+    fn matches_agrees_with_definition() {
+        let plain = |l: &Labels, g: &LabelPairs, names: &[&str]| {
+            names.iter().all(|n| l.get(n) == g.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str()))
+        };
+        let sets = [
+            Labels::from_pairs([("__name__", "x"), ("engine", "0"), ("job", "v"), ("model_name", "m")]),
+            Labels::from_pairs([("engine", "0"), ("instance", "a"), ("job", "v"), ("model_name", "m"), ("pod", "p")]),
+            Labels::from_pairs([("engine", "1"), ("instance", "a"), ("job", "v"), ("model_name", "m")]),
+            Labels::from_pairs([("GPU_I_ID", "1"), ("Hostname", "h"), ("UUID", "u"), ("gpu", "0"), ("job", "d")]),
+            Labels::from_pairs([("Hostname", "h"), ("UUID", "u"), ("gpu", "0"), ("job", "d"), ("namespace", "n")]),
+            Labels::from_pairs([("instance", "a")]),
+            Labels::default(),
+        ];
+        let mut compared = 0;
+        for names in [VLLM_GROUP, GPU_GROUP] {
+            assert!(names.windows(2).all(|w| w[0].as_bytes() < w[1].as_bytes()), "{names:?} sorted");
+            for a in &sets {
+                for b in &sets {
+                    let mut wide: Vec<&str> = names.to_vec();
+                    wide.extend(["namespace", "pod"]);
+                    wide.sort();
+                    wide.dedup();
+                    for g in [restrict(b, names), restrict(b, &wide)] {
+                        assert_eq!(matches(a, &g, names), plain(a, &g, names), "{a:?} vs {g:?} on {names:?}");
+                        compared += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(compared, 2 * 7 * 7 * 2);
+    }
+}

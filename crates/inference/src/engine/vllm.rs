@@ -1,0 +1,198 @@
+//! The derived series of a vLLM target: one set per engine group (the
+//! identifying labels of its `vllm:` series: `engine`, `model_name`, `pod`,
+//! ...), each computed from the group's [`Rates`].
+
+use super::rates::{PHASES, QUANTILES, Rates};
+use super::view::{LabelPairs, VLLM_GROUP, View, matches, project, with};
+use super::{Engine, Out, TargetKey};
+use crate::schema::{self, Schema};
+use crate::window::{Skip, in_window, increase, sustained_above_zero};
+use infertel_model::Labels;
+use std::collections::BTreeSet;
+
+/// The engine groups of a target at the view's time: the identifying labels
+/// of every `vllm:` series with a sample in the window.
+pub(crate) fn groups(v: &View) -> BTreeSet<LabelPairs> {
+    // Every live vllm: series is looked at, so the group of each is compared
+    // as borrowed values against the few groups found so far; only a new
+    // group is copied out.
+    let mut found: Vec<[Option<&str>; 6]> = Vec::new();
+    for (name, m) in &v.st.series {
+        if !name.starts_with("vllm:") {
+            continue;
+        }
+        for (l, s) in m {
+            if l.get("model_name").is_none() {
+                continue;
+            }
+            let key = project(l, VLLM_GROUP);
+            if !found.contains(&key) && in_window(s, v.t, v.w).is_ok() {
+                found.push(key);
+            }
+        }
+    }
+    found
+        .into_iter()
+        .map(|k| VLLM_GROUP.iter().zip(k).filter_map(|(n, v)| v.map(|v| (n.to_string(), v.to_string()))).collect())
+        .collect()
+}
+
+/// Derived series name and extra labels of each measurement key that is
+/// emitted per engine.
+fn emitted(key: &str) -> Option<(&'static str, Vec<(&'static str, String)>)> {
+    let simple = [
+        ("prefix_cache_hit_ratio", "infertel_prefix_cache_hit_ratio"),
+        ("prompt_tokens_cached_ratio", "infertel_prompt_tokens_cached_ratio"),
+        ("generation_tokens_per_second", "infertel_generation_tokens_per_second"),
+        ("prompt_tokens_per_second", "infertel_prompt_tokens_per_second"),
+        ("decode_share", "infertel_decode_share"),
+        ("tokens_per_iteration", "infertel_tokens_per_iteration"),
+        ("generation_to_prompt_ratio", "infertel_generation_to_prompt_ratio"),
+        ("error_abort_ratio", "infertel_error_abort_ratio"),
+        ("kv_cache_usage_ratio", "infertel_kv_cache_usage_ratio"),
+    ];
+    if let Some((_, n)) = simple.iter().find(|(k, _)| *k == key) {
+        return Some((n, vec![]));
+    }
+    for p in PHASES {
+        if key == format!("request_{p}_seconds_mean") {
+            return Some(("infertel_request_phase_seconds", vec![("phase", p.to_string())]));
+        }
+    }
+    for (family, name) in [
+        ("ttft", "infertel_time_to_first_token_seconds"),
+        ("itl", "infertel_inter_token_latency_seconds"),
+        ("e2e", "infertel_e2e_latency_seconds"),
+    ] {
+        for (_, q, suffix) in QUANTILES {
+            if key == format!("{family}_seconds_{suffix}") {
+                return Some((name, vec![("quantile", q.to_string())]));
+            }
+        }
+    }
+    if let Some(r) = key.strip_prefix("finished_ratio_") {
+        return Some(("infertel_finished_ratio", vec![("finished_reason", r.to_string())]));
+    }
+    if key == "finished_ratio" {
+        return Some(("infertel_finished_ratio", vec![]));
+    }
+    for obj in ["ttft_p95", "itl_p95", "queue", "error_abort_ratio"] {
+        let o = || ("objective", obj.to_string());
+        if key == format!("slo_{obj}_measured") {
+            return Some(("infertel_slo_measured", vec![o()]));
+        }
+        if key == format!("slo_{obj}_ok") {
+            return Some(("infertel_slo_ok", vec![o()]));
+        }
+        for b in ["lower", "upper"] {
+            if key == format!("slo_{obj}_share_{b}") {
+                return Some(("infertel_slo_share_within", vec![o(), ("bound", b.to_string())]));
+            }
+        }
+    }
+    None
+}
+
+impl Engine {
+    pub(crate) fn eval_vllm(&self, v: &View, key: &TargetKey, schema: Schema, out: &mut Out) {
+        let groups = groups(v);
+        for g in &groups {
+            let gk = g.clone();
+            let keep = move |l: &Labels| matches(l, &gk, VLLM_GROUP);
+            let keep: &dyn Fn(&Labels) -> bool = &keep;
+            let rates = Rates::of(v, keep, schema);
+            let m = rates.measures(&self.settings.objectives);
+            for (k, r) in &m.0 {
+                let Some((name, extra)) = emitted(k) else { continue };
+                if k == "finished_ratio" {
+                    // The reason why no per-reason ratio was emitted.
+                    if let Err(e) = r {
+                        out.skipped.push((name, *e));
+                    }
+                    continue;
+                }
+                let extra: Vec<(&str, &str)> = extra.iter().map(|(a, b)| (*a, b.as_str())).collect();
+                out.put(name, with(g.clone(), &extra), *r);
+            }
+            // Scale signal: the KV pool nearly full, or requests waiting the
+            // whole of `waiting_sustained`.
+            let sc = &self.settings.scale;
+            let sustained = v.pick(&schema::WAITING, "").is_some_and(|n| {
+                let mut any = false;
+                let all = v.st.series.get(&super::ingest::WireName(n)).is_some_and(|m| {
+                    m.into_iter().filter(|(l, _)| keep(l)).all(|(_, s)| {
+                        any = true;
+                        sustained_above_zero(s, v.t, sc.waiting_sustained_ms)
+                    })
+                });
+                any && all
+            });
+            let kv = rates.kv_usage();
+            let sig = match (kv, rates.waiting_max()) {
+                (Err(e), None) => Err(e),
+                _ => Ok(if kv.is_ok_and(|k| k >= sc.kv_cache_usage) || sustained { 1.0 } else { 0.0 }),
+            };
+            out.put("infertel_scale_signal", with(g.clone(), &[]), sig);
+        }
+        self.eval_http(v, key, out);
+        self.eval_power(v, key, &groups, out);
+    }
+
+    /// HTTP errors per handler (no `model_name` on these); a status first
+    /// seen inside the window counts from its first sample.
+    fn eval_http(&self, v: &View, key: &TargetKey, out: &mut Out) {
+        let base = vec![("instance".to_string(), key.instance.clone()), ("job".to_string(), key.job.clone())];
+        let Ok(sel) = v.select(&schema::HTTP_REQUESTS, "", &|_| true) else { return };
+        let handlers: BTreeSet<String> = sel.iter().map(|(l, _)| l.get("handler").unwrap_or("").to_string()).collect();
+        for h in handlers {
+            let hk = h.clone();
+            let keep = move |l: &Labels| l.get("handler").unwrap_or("") == hk;
+            let r = v.child_rates(&schema::HTTP_REQUESTS, "status", &keep).and_then(|by| {
+                let all: f64 = by.values().sum();
+                let bad: f64 =
+                    by.iter().filter(|(s, _)| s.starts_with('4') || s.starts_with('5')).map(|(_, x)| x).sum();
+                super::view::ratio(Ok(bad), Ok(all))
+            });
+            out.put("infertel_http_error_ratio", with(base.clone(), &[("handler", &h)]), r);
+        }
+    }
+
+    /// The inputs of every engine of `key` at `t`, summed, and per engine group.
+    pub(crate) fn target_rates(&self, key: &TargetKey, t: i64) -> Option<(Rates, Vec<(LabelPairs, Rates)>)> {
+        let st = self.targets.get(key)?;
+        let schema = st.detected.filter(|s| s.source() == crate::schema::Source::Vllm)?;
+        if st.gone {
+            return None;
+        }
+        let v = View { st, t, w: self.settings.window_ms };
+        let mut total = Rates::default();
+        let mut per = Vec::new();
+        for g in groups(&v) {
+            let gk = g.clone();
+            let keep = move |l: &Labels| matches(l, &gk, VLLM_GROUP);
+            let r = Rates::of(&v, &keep, schema);
+            total.add(&r);
+            per.push((g, r));
+        }
+        (total.engines > 0).then_some((total, per))
+    }
+
+    /// The generation-token rate of a target's engines (those `keep` selects).
+    pub(crate) fn generation_rate(v: &View, keep: &dyn Fn(&Labels) -> bool) -> Result<f64, Skip> {
+        let mut sum = Err(Skip::MissingInput);
+        for (_, s) in v.select(&schema::GENERATION_TOKENS, "", keep)? {
+            let r = increase(s).map(|i| i.rate());
+            sum = match (sum, r) {
+                (Ok(a), Ok(b)) => Ok(a + b),
+                (Err(_), Ok(b)) => Ok(b),
+                (a, Err(e)) => a.or(Err(e)),
+            };
+        }
+        sum
+    }
+}
+
+/// The value of label `n` in pairs.
+pub(crate) fn get(l: &LabelPairs, n: &str) -> Option<String> {
+    l.iter().find(|(k, _)| k == n).map(|(_, x)| x.clone())
+}

@@ -1,0 +1,467 @@
+//! Derived series and `report` on inputs shaped like real deployments:
+//! scrape stamps jittered by a few ms (a scrape loop stamps at wake-up),
+//! several replicas, data-parallel engines, dcgm-exporter's per-pod copies of
+//! a shared GPU, its 30 s field refresh, failed scrapes. Every expected value
+//! is computed by hand in the test from the inputs it writes, never by the
+//! code under test.
+
+use infertel_inference::report;
+use infertel_inference::{Engine, Evaluation, Join, Settings, Skip, TargetKey};
+use infertel_model::{Labels, Sample, Series, stale_nan};
+
+const T0: i64 = 1_785_192_900_000;
+
+/// A few ms of deterministic jitter, as a real scrape loop's stamps have.
+fn jitter(k: i64) -> i64 {
+    [3, -2, 5, 0, -4, 1, 2, -3][k.rem_euclid(8) as usize]
+}
+
+fn series(name: &str, labels: &[(&str, &str)], t: i64, v: f64) -> Series {
+    let mut l: Vec<(&str, &str)> = labels.to_vec();
+    l.push(("__name__", name));
+    Series { labels: Labels::from_pairs(l), samples: vec![Sample { timestamp_ms: t, value: v }] }
+}
+
+fn value(ev: &Evaluation, name: &str, label: &[(&str, &str)]) -> Option<f64> {
+    let hits: Vec<f64> = ev
+        .derived
+        .iter()
+        .filter(|d| d.name == name && label.iter().all(|(k, v)| d.label(k) == Some(v)))
+        .map(|d| d.value)
+        .collect();
+    assert!(hits.len() <= 1, "{name} {label:?}: {} samples with these labels", hits.len());
+    hits.first().copied()
+}
+
+fn key(job: &str, instance: &str) -> TargetKey {
+    TargetKey { job: job.into(), instance: instance.into() }
+}
+
+/// One vLLM engine's counters after `secs` seconds at the given rates.
+struct Vllm<'a> {
+    instance: &'a str,
+    engine: &'a str,
+    pod: Option<&'a str>,
+    gen_per_s: f64,
+    prompt_per_s: f64,
+    cached_share: f64,
+    waiting: f64,
+}
+
+impl Vllm<'_> {
+    fn scrape(&self, t: i64, secs: f64) -> Vec<Series> {
+        let mut l = vec![("engine", self.engine), ("instance", self.instance), ("job", "vllm"), ("model_name", "m")];
+        if let Some(p) = self.pod {
+            l.push(("namespace", "llm"));
+            l.push(("pod", p));
+        }
+        // A large base, as a long-running server's counters have.
+        let base = 1.0e6;
+        vec![
+            series("vllm:generation_tokens_total", &l, t, base + self.gen_per_s * secs),
+            series("vllm:prompt_tokens_total", &l, t, base + self.prompt_per_s * secs),
+            series("vllm:prompt_tokens_cached_total", &l, t, base + self.prompt_per_s * self.cached_share * secs),
+            series("vllm:prefix_cache_queries_total", &l, t, base + self.prompt_per_s * secs),
+            series("vllm:prefix_cache_hits_total", &l, t, base + self.prompt_per_s * self.cached_share * secs),
+            series("vllm:kv_cache_usage_perc", &l, t, 0.1),
+            series("vllm:num_requests_waiting", &l, t, self.waiting),
+        ]
+    }
+}
+
+/// One GPU's dcgm-exporter series; `pods` gives one copy per sharing pod
+/// (dcgm-exporter with --kubernetes-virtual-gpus), none for an unmapped GPU.
+fn gpu(uuid: &str, host: &str, pods: &[&str], t: i64, watts: f64, energy_mj: f64, dram: f64) -> Vec<Series> {
+    let copies: Vec<Option<&str>> = if pods.is_empty() { vec![None] } else { pods.iter().map(|p| Some(*p)).collect() };
+    let mut out = Vec::new();
+    for pod in copies {
+        let mut l = vec![("Hostname", host), ("UUID", uuid), ("gpu", "0"), ("instance", host), ("job", "dcgm")];
+        if let Some(p) = pod {
+            l.push(("namespace", "llm"));
+            l.push(("pod", p));
+        }
+        out.push(series("DCGM_FI_DEV_POWER_USAGE", &l, t, watts));
+        out.push(series("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", &l, t, energy_mj));
+        out.push(series("DCGM_FI_DEV_FB_USED", &l, t, 20_000.0));
+        out.push(series("DCGM_FI_DEV_FB_FREE", &l, t, 4_000.0));
+        out.push(series("DCGM_FI_PROF_DRAM_ACTIVE", &l, t, dram));
+        out.push(series("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", &l, t, 0.1));
+    }
+    out
+}
+
+/// Finding 1: with jittered stamps no sample falls exactly at t − 120 s; the
+/// sample in force then decides, so a queue that never empties fires in
+/// every evaluation once two minutes of history exist.
+#[test]
+fn sustained_waiting_fires_with_jittered_scrapes() {
+    let mut e = Engine::new(Settings::default());
+    let v = Vllm {
+        instance: "a:8000",
+        engine: "0",
+        pod: None,
+        gen_per_s: 100.0,
+        prompt_per_s: 10.0,
+        cached_share: 0.5,
+        waiting: 3.0,
+    };
+    let mut fired = 0;
+    let mut evaluated = 0;
+    for k in 0..40 {
+        let t = T0 + k * 15_000 + jitter(k);
+        e.ingest(&v.scrape(t, (t - T0) as f64 / 1000.0));
+        // From the 10th scrape on, 2 min 15 s of history: t − 120 s has a sample before it.
+        if k >= 9 {
+            evaluated += 1;
+            let ev = e.evaluate(&key("vllm", "a:8000"), t);
+            if value(&ev, "infertel_scale_signal", &[]) == Some(1.0) {
+                fired += 1;
+            }
+        }
+    }
+    assert_eq!((fired, evaluated), (evaluated, 31), "every evaluation with 2 min of waiting > 0 fires");
+}
+
+/// Finding 2: the report's figures are the fleet's, not the first target's;
+/// one row per instance; the worst instance is named.
+#[test]
+fn report_figures_are_the_fleets() {
+    let mut e = Engine::new(Settings::default());
+    let a = Vllm {
+        instance: "a:8000",
+        engine: "0",
+        pod: None,
+        gen_per_s: 479.0,
+        prompt_per_s: 200.0,
+        cached_share: 0.1,
+        waiting: 0.0,
+    };
+    let b = Vllm {
+        instance: "b:8000",
+        engine: "0",
+        pod: None,
+        gen_per_s: 1000.0,
+        prompt_per_s: 200.0,
+        cached_share: 0.6,
+        waiting: 0.0,
+    };
+    let mut end = 0;
+    for k in 0..5 {
+        let ta = T0 + k * 15_000 + jitter(k);
+        let tb = T0 + k * 15_000 + jitter(k + 3);
+        e.ingest(&a.scrape(ta, (ta - T0) as f64 / 1000.0));
+        e.ingest(&b.scrape(tb, (tb - T0) as f64 / 1000.0));
+        end = ta.max(tb);
+    }
+    let r = report::build(&mut e, end);
+    let m = &r.measurements;
+    // sum(rate(gen)): 479 + 1000; sum(rate(cached)) / sum(rate(prompt)):
+    // (20 + 120) / 400 = 35 %.
+    assert!((m["generation_tokens_per_second"] - 1479.0).abs() < 1e-6, "{}", m["generation_tokens_per_second"]);
+    assert!((m["prompt_tokens_cached_ratio"] - 0.35).abs() < 1e-9, "{}", m["prompt_tokens_cached_ratio"]);
+    assert_eq!(r.instances.len(), 2);
+    let cached: Vec<f64> = r.instances.iter().map(|i| i.measurements["prompt_tokens_cached_ratio"]).collect();
+    assert!((cached[0] - 0.1).abs() < 1e-9 && (cached[1] - 0.6).abs() < 1e-9, "{cached:?}");
+    let rec = r.recommendations.iter().find(|x| x.id == "standardize_prompt_prefix").expect("35% < 70%");
+    assert!(rec.text.contains("35.0%"), "cites the fleet figure: {}", rec.text);
+    assert!(rec.text.contains("vllm/a:8000 10.0%") && rec.text.contains("vllm/b:8000 60.0%"), "{}", rec.text);
+    assert!(r.verdicts.iter().any(|v| v.scope == "fleet"));
+    assert!(r.verdicts.iter().any(|v| v.scope.starts_with("worst instance vllm/")));
+}
+
+/// Finding 3: `join: pod` with data-parallel engines of one pod: one sample
+/// per pod, the engines' tokens added before dividing by the pod's GPUs.
+#[test]
+fn pod_join_gives_one_sample_per_pod() {
+    let mut e = Engine::new(Settings { join: Join::Pod, ..Settings::default() });
+    let engines = ["0", "1"].map(|en| Vllm {
+        instance: "a:8000",
+        engine: en,
+        pod: Some("vllm-0"),
+        gen_per_s: 500.0,
+        prompt_per_s: 10.0,
+        cached_share: 0.5,
+        waiting: 0.0,
+    });
+    let mut end = 0;
+    for k in 0..5 {
+        let t = T0 + k * 15_000 + jitter(k);
+        let secs = (t - T0) as f64 / 1000.0;
+        let mut batch = Vec::new();
+        for en in &engines {
+            batch.extend(en.scrape(t, secs));
+        }
+        e.ingest(&batch);
+        let mut g = gpu("GPU-a", "node-1", &["vllm-0"], t + 1, 240.0, 0.0, 0.4);
+        g.extend(gpu("GPU-b", "node-1", &["vllm-0"], t + 1, 240.0, 0.0, 0.4));
+        e.ingest(&g);
+        end = t + 1;
+    }
+    e.evaluate(&key("dcgm", "node-1"), end);
+    let ev = e.evaluate(&key("vllm", "a:8000"), end);
+    let n = ev.derived.iter().filter(|d| d.name == "infertel_tokens_per_watt").count();
+    assert_eq!(n, 1, "one sample for the pod");
+    let got = value(&ev, "infertel_tokens_per_watt", &[("pod", "vllm-0")]).unwrap();
+    // (500 + 500) tok/s over 2 × 240 W; the energy counter does not move, so mean power.
+    assert!((got - 1000.0 / 480.0).abs() < 1e-6, "{got}");
+}
+
+/// Finding 4: DCGM refreshes its energy counter every 30 s; scraped every
+/// 15 s, a steady 240 W must read 240 W in every evaluation.
+#[test]
+fn tokens_per_joule_is_steady_under_dcgm_refresh() {
+    let mut e = Engine::new(Settings::default());
+    let v = Vllm {
+        instance: "a:8000",
+        engine: "0",
+        pod: None,
+        gen_per_s: 1627.5,
+        prompt_per_s: 10.0,
+        cached_share: 0.5,
+        waiting: 0.0,
+    };
+    // DCGM's update times: every 30 s from an arbitrary phase.
+    let refreshed_mj = |t: i64| {
+        let last_update = (t - T0 - 7_000).div_euclid(30_000) * 30_000 + 7_000;
+        5.0e9 + 240.0 * last_update as f64
+    };
+    let mut values = Vec::new();
+    for k in 0..24 {
+        let t = T0 + k * 15_000 + jitter(k);
+        e.ingest(&v.scrape(t, (t - T0) as f64 / 1000.0));
+        e.ingest(&gpu("GPU-a", "node-1", &[], t + 2, 240.0, refreshed_mj(t + 2), 0.4));
+        if k >= 6 {
+            e.evaluate(&key("dcgm", "node-1"), t + 2);
+            let ev = e.evaluate(&key("vllm", "a:8000"), t + 2);
+            values.push(value(&ev, "infertel_tokens_per_watt", &[]).expect("tokens per watt"));
+        }
+    }
+    let want = 1627.5 / 240.0;
+    for x in &values {
+        assert!((x / want - 1.0).abs() < 0.02, "{x} vs {want}: {values:?}");
+    }
+}
+
+/// Finding 4, DCGM 4.6.1: the energy counter in joules.
+#[test]
+fn energy_in_joules_from_dcgm_4_6_1() {
+    let mut e = Engine::new(Settings::default());
+    let v = Vllm {
+        instance: "a:8000",
+        engine: "0",
+        pod: None,
+        gen_per_s: 480.0,
+        prompt_per_s: 10.0,
+        cached_share: 0.5,
+        waiting: 0.0,
+    };
+    let mut end = 0;
+    for k in 0..9 {
+        let t = T0 + k * 15_000 + jitter(k);
+        e.ingest(&v.scrape(t, (t - T0) as f64 / 1000.0));
+        let l = [("UUID", "GPU-a"), ("gpu", "0"), ("instance", "node-1"), ("job", "dcgm")];
+        // 200 W as joules, updated on every scrape; the power gauge says 999
+        // W so that using it would show.
+        e.ingest(&[
+            series("DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL", &l, t + 1, 1.0e7 + 200.0 * (t + 1 - T0) as f64 / 1000.0),
+            series("DCGM_FI_DEV_POWER_USAGE", &l, t + 1, 999.0),
+        ]);
+        end = t + 1;
+    }
+    e.evaluate(&key("dcgm", "node-1"), end);
+    let ev = e.evaluate(&key("vllm", "a:8000"), end);
+    let got = value(&ev, "infertel_tokens_per_watt", &[]).unwrap();
+    assert!((got - 480.0 / 200.0).abs() < 1e-3, "{got}");
+}
+
+/// Finding 5: a failed scrape (up 0, a marker on every other series) does not
+/// blank the derived series. Counter 1000, 1500, marker, 2500, 3000 at 0, 15,
+/// 30, 45, 60 s: the increase between the samples in a 60 s window, over
+/// the time between them, is 500/15, 1500/45 and 2000/60 = 33.3 tokens/s at
+/// 30, 45 and 60 s (PromQL's extrapolating rate() says 20.8 at 30 s; see the
+/// Prometheus test in tests/inference.rs).
+#[test]
+fn failed_scrape_does_not_blank_derived_series() {
+    let mut e = Engine::new(Settings::default());
+    let l = [("engine", "0"), ("instance", "a:8000"), ("job", "vllm"), ("model_name", "m")];
+    let up = [("instance", "a:8000"), ("job", "vllm")];
+    let mut got = Vec::new();
+    for (k, v) in [Some(1000.0), Some(1500.0), None, Some(2500.0), Some(3000.0)].into_iter().enumerate() {
+        let t = T0 + k as i64 * 15_000;
+        let batch = match v {
+            Some(v) => vec![series("up", &up, t, 1.0), series("vllm:generation_tokens_total", &l, t, v)],
+            None => vec![series("up", &up, t, 0.0), series("vllm:generation_tokens_total", &l, t, stale_nan())],
+        };
+        e.ingest(&batch);
+        let ev = e.evaluate(&key("vllm", "a:8000"), t);
+        got.push(value(&ev, "infertel_generation_tokens_per_second", &[]));
+        assert!(ev.stale.is_empty() || k < 2, "nothing goes stale at {k}: {:?}", ev.stale);
+    }
+    let want = [None, Some(500.0 / 15.0), Some(500.0 / 15.0), Some(1500.0 / 45.0), Some(2000.0 / 60.0)];
+    assert_eq!(got, want);
+}
+
+/// Finding 6: a GPU shared by two pods appears twice; it counts once.
+#[test]
+fn shared_gpu_is_counted_once() {
+    let mut e = Engine::new(Settings::default());
+    let v = Vllm {
+        instance: "a:8000",
+        engine: "0",
+        pod: None,
+        gen_per_s: 480.0,
+        prompt_per_s: 10.0,
+        cached_share: 0.5,
+        waiting: 0.0,
+    };
+    let mut end = 0;
+    for k in 0..5 {
+        let t = T0 + k * 15_000 + jitter(k);
+        e.ingest(&v.scrape(t, (t - T0) as f64 / 1000.0));
+        e.ingest(&gpu("GPU-a", "node-1", &["vllm-0", "vllm-1"], t + 1, 240.0, 0.0, 0.3));
+        end = t + 1;
+    }
+    let d = e.evaluate(&key("dcgm", "node-1"), end);
+    // DRAM 0.3 per copy: summed it would read 0.6 ≥ 0.5 and flip memory_bound.
+    assert_eq!(value(&d, "infertel_memory_bound", &[("UUID", "GPU-a")]), Some(0.0));
+    assert!((value(&d, "infertel_vram_used_ratio", &[("UUID", "GPU-a")]).unwrap() - 20_000.0 / 24_000.0).abs() < 1e-12);
+    let ev = e.evaluate(&key("vllm", "a:8000"), end);
+    assert!((value(&ev, "infertel_tokens_per_watt", &[]).unwrap() - 2.0).abs() < 1e-9, "480 tok/s over one 240 W GPU");
+}
+
+/// Finding 7: `join: node` divides by the GPUs of the engine's node that
+/// serve it; a GPU allocated to another pod is idle power, reported apart.
+#[test]
+fn node_join_uses_the_engines_node() {
+    let mut e = Engine::new(Settings::default());
+    let v = Vllm {
+        instance: "a:8000",
+        engine: "0",
+        pod: Some("vllm-0"),
+        gen_per_s: 480.0,
+        prompt_per_s: 10.0,
+        cached_share: 0.5,
+        waiting: 0.0,
+    };
+    let mut end = 0;
+    for k in 0..5 {
+        let t = T0 + k * 15_000 + jitter(k);
+        let mut s = v.scrape(t, (t - T0) as f64 / 1000.0);
+        // The discovery relabeling's node label on every series of the target.
+        for x in &mut s {
+            let mut l: Vec<(String, String)> =
+                x.labels.iter().map(|l| (l.name.to_string(), l.value.to_string())).collect();
+            l.push(("node".into(), "node-1".into()));
+            x.labels = Labels::from_pairs(l.iter().map(|(a, b)| (a.as_str(), b.as_str())));
+        }
+        e.ingest(&s);
+        let mut g = gpu("GPU-a", "node-1", &["vllm-0"], t + 1, 240.0, 0.0, 0.4);
+        g.extend(gpu("GPU-b", "node-1", &["trainer-0"], t + 1, 100.0, 0.0, 0.4));
+        e.ingest(&g);
+        // Another node's GPU, scraped by the same agent: not this engine's.
+        e.ingest(&gpu("GPU-c", "node-2", &[], t + 1, 300.0, 0.0, 0.4));
+        end = t + 1;
+    }
+    for dk in ["node-1", "node-2"] {
+        e.evaluate(&key("dcgm", dk), end);
+    }
+    let ev = e.evaluate(&key("vllm", "a:8000"), end);
+    assert!((value(&ev, "infertel_tokens_per_watt", &[("node", "node-1")]).unwrap() - 2.0).abs() < 1e-9);
+    assert_eq!(value(&ev, "infertel_gpu_idle_watts", &[("node", "node-1")]), Some(100.0));
+}
+
+/// Finding 9: a 300 ms objective inside the (0.25, 0.5] bucket: the buckets
+/// bound the share within it; the verdict is given only where the bounds agree.
+#[test]
+fn objective_inside_a_bucket() {
+    // (share ≤ 0.25 s, share ≤ 0.5 s) → expected ok and bounds.
+    for (le25, le50, want) in [(0.90, 1.0, None), (0.96, 1.0, Some(1.0)), (0.80, 0.90, Some(0.0))] {
+        let mut e = Engine::new(Settings::default());
+        let l = |le: &'static str| {
+            [("engine", "0"), ("instance", "a:8000"), ("job", "vllm"), ("le", le), ("model_name", "m")]
+        };
+        let mut end = 0;
+        for k in 0..5 {
+            let t = T0 + k * 15_000 + jitter(k);
+            let n = 100.0 * k as f64; // 100 requests per scrape
+            let name = "vllm:time_to_first_token_seconds_bucket";
+            e.ingest(&[
+                series(name, &l("0.1"), t, n * 0.5),
+                series(name, &l("0.25"), t, n * le25),
+                series(name, &l("0.5"), t, n * le50),
+                series(name, &l("+Inf"), t, n),
+            ]);
+            end = t;
+        }
+        let ev = e.evaluate(&key("vllm", "a:8000"), end);
+        let obj = [("objective", "ttft_p95")];
+        let lower = value(&ev, "infertel_slo_share_within", &[obj[0], ("bound", "lower")]).unwrap();
+        let upper = value(&ev, "infertel_slo_share_within", &[obj[0], ("bound", "upper")]).unwrap();
+        assert!((lower - le25).abs() < 1e-9 && (upper - le50).abs() < 1e-9, "{lower} {upper}");
+        assert_eq!(value(&ev, "infertel_slo_ok", &obj), want);
+        if want.is_none() {
+            assert!(ev.skipped.contains(&("infertel_slo_ok", Skip::Indeterminate)));
+            let r = report::build(&mut e, end);
+            let v = r.verdicts.iter().find(|v| v.objective == "ttft_p95" && v.scope == "fleet").unwrap();
+            assert_eq!(v.verdict, "INDETERMINATE");
+            assert_eq!(v.share_within, Some((0.9, 1.0)));
+            assert!(v.note.contains("250 ms or 500 ms"), "{}", v.note);
+            assert!(r.to_table().contains("INDETERMINATE"));
+        }
+    }
+}
+
+/// Finding 10: a `finished_reason` child first seen mid-window counts from 0
+/// at its `_created` time, else from its first sample; it never voids the
+/// ratio. The median is `p50`.
+#[test]
+fn label_child_born_mid_window() {
+    for with_created in [true, false] {
+        let mut e = Engine::new(Settings::default());
+        let base = [("engine", "0"), ("instance", "a:8000"), ("job", "vllm"), ("model_name", "m")];
+        let with = |r: &'static str| {
+            let mut v = base.to_vec();
+            v.push(("finished_reason", r));
+            v
+        };
+        let mut end = 0;
+        for k in 0..5i64 {
+            let t = T0 + k * 15_000 + jitter(k);
+            let mut b = vec![series("vllm:request_success_total", &with("stop"), t, 1000.0 + 90.0 * k as f64)];
+            if k >= 3 {
+                // First error seen at k=3 with 4 errors already, 6 at k=4.
+                b.push(series("vllm:request_success_total", &with("error"), t, if k == 3 { 4.0 } else { 6.0 }));
+                if with_created {
+                    let born = (T0 + 2 * 15_000 + 7_000) as f64 / 1000.0;
+                    b.push(series("vllm:request_success_created", &with("error"), t, born));
+                }
+            }
+            e.ingest(&b);
+            end = t;
+        }
+        let ev = e.evaluate(&key("vllm", "a:8000"), end);
+        // stop: 360 over the window; error: 6 from 0 at its creation, or 2
+        // from its first sample.
+        let errors = if with_created { 6.0 } else { 2.0 };
+        let got = value(&ev, "infertel_error_abort_ratio", &[]).expect("not voided");
+        assert!((got - errors / (360.0 + errors)).abs() < 1e-9, "{with_created}: {got}");
+    }
+}
+
+#[test]
+fn the_median_is_p50() {
+    let mut e = Engine::new(Settings::default());
+    let l =
+        |le: &'static str| [("engine", "0"), ("instance", "a:8000"), ("job", "vllm"), ("le", le), ("model_name", "m")];
+    for k in 0..3 {
+        let t = T0 + k * 15_000;
+        let n = 10.0 * k as f64;
+        e.ingest(&[
+            series("vllm:time_to_first_token_seconds_bucket", &l("0.1"), t, n),
+            series("vllm:time_to_first_token_seconds_bucket", &l("+Inf"), t, n),
+        ]);
+    }
+    let r = report::build(&mut e, T0 + 30_000);
+    assert!(r.measurements.contains_key("ttft_seconds_p50"), "{:?}", r.measurements.keys());
+    assert!(!r.measurements.contains_key("ttft_seconds_p5"));
+}

@@ -153,3 +153,35 @@ impl InferenceConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::load_str;
+
+    fn config(window: &str, global: &str, job: &str) -> String {
+        format!(
+            "receivers:\n  prometheus:\n    config:\n      global: {{{global}}}\n      scrape_configs:\n        - job_name: vllm\n          {job}\n          static_configs: [{{targets: ['127.0.0.1:8000']}}]\n        - job_name: dcgm\n          static_configs: [{{targets: ['127.0.0.1:9400']}}]\nprocessors:\n  inference:\n    {window}\nexporters:\n  prometheusremotewrite:\n    endpoint: http://127.0.0.1:9090/api/v1/write\nservice:\n  pipelines:\n    metrics:\n      receivers: [prometheus]\n      processors: [inference]\n      exporters: [prometheusremotewrite]\n"
+        )
+    }
+
+    /// The default window (1m) with Prometheus' default interval (1m): about
+    /// half the evaluations would see one sample, so it is refused, naming
+    /// both durations, the job and the fix.
+    #[test]
+    fn window_must_hold_two_scrapes_of_the_slowest_job() {
+        let err = load_str("c.yaml", &config("{}", "", "scrape_interval: 1m"), &|_| None).err().expect("refused");
+        let e = err.errors.iter().find(|e| e.path == "processors.inference.window").expect("window error");
+        assert!(e.message.contains("window 1m") && e.message.contains("(1m of job \"vllm\""), "{}", e.message);
+        assert!(e.message.contains("at least 2m"), "{}", e.message);
+        assert!(e.line.is_some(), "names the line");
+        // The slowest job decides: 15 s globally, 45 s for vllm.
+        let err = load_str("c.yaml", &config("window: 1m", "scrape_interval: 15s", "scrape_interval: 45s"), &|_| None)
+            .err()
+            .expect("refused");
+        assert!(err.errors.iter().any(|e| e.message.contains("at least 90s")), "{:?}", err.errors);
+        for ok in [("window: 2m", "scrape_interval: 1m"), ("window: 30s", "scrape_interval: 15s")] {
+            let text = config(ok.0, ok.1, "");
+            assert!(load_str("c.yaml", &text, &|_| None).is_ok(), "{ok:?}");
+        }
+    }
+}

@@ -100,8 +100,28 @@ pub const CATALOG: &[Def] = &[
     },
     Def {
         name: "infertel_slo_ok",
-        help: "1 when the objective is met over the window, 0 when not (objectives: ttft_p95, itl_p95, queue, error_abort_ratio).",
+        help: "1 when the objective is met over the window, 0 when not (objectives: ttft_p95, itl_p95, queue, error_abort_ratio); for latency objectives decided by the bucket bounds of infertel_slo_share_within, absent when they disagree.",
         unit: "bool",
+    },
+    Def {
+        name: "infertel_slo_share_within",
+        help: "Share of requests within a latency objective over the window, bounded by the histogram buckets: bound=lower counts buckets with le <= objective, bound=upper adds the bucket containing it.",
+        unit: "ratio",
+    },
+    Def {
+        name: "infertel_gpu_idle_watts",
+        help: "Power of the node's GPUs that serve no scraped engine (dcgm-exporter maps them to other pods or to none), over the window.",
+        unit: "watts",
+    },
+    Def {
+        name: "infertel_gpu_activity_ratio",
+        help: "Window-mean activity of one GPU by unit: util (DCGM_FI_DEV_GPU_UTIL / 100, any kernel resident), graphics (GR_ENGINE_ACTIVE), sm (SM_ACTIVE), sm_occupancy, tensor (PIPE_TENSOR_ACTIVE), dram (DRAM_ACTIVE).",
+        unit: "ratio",
+    },
+    Def {
+        name: "infertel_http_client_abort_ratio",
+        help: "Share of HTTP requests closed by the client (status 499, where the server or a proxy in front records it) over the window, per handler.",
+        unit: "ratio",
     },
     Def {
         name: "infertel_slo_measured",

@@ -71,16 +71,28 @@ pub enum Source {
 /// Schema eras, named by the releases that expose them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Schema {
-    /// V0 engine (≤0.7, or `VLLM_USE_V1=0` up to 0.10): no `engine` label,
-    /// `num_requests_swapped`, `gpu_prefix_cache_hit_rate` gauge.
+    /// V0 engine up to 0.9.1 (≤0.7, or `VLLM_USE_V1=0` on 0.8.x–0.9.1): no
+    /// `engine` label, `num_requests_swapped`, `gpu_prefix_cache_hit_rate`
+    /// gauge.
     VllmV0,
+    /// V0 engine on 0.9.2–0.11.0 (`VLLM_USE_V1=0`; V0 was removed in
+    /// 0.11.1): the V0 markers (`num_requests_swapped`, `cpu_cache_usage_perc`,
+    /// `gpu_prefix_cache_hit_rate`) are gone and no prefix-cache metric is
+    /// left; told from V1 without `engine` label by the absence of V1's
+    /// prefix-cache counters.
+    VllmV0Late,
     /// V1 0.7.x–0.8.2: no `engine` label; `gpu_prefix_cache_*` count blocks.
     VllmV1NoEngine,
-    /// V1 0.8.3–0.9.1: `engine` label, old names only (`gpu_prefix_cache_*`
-    /// count blocks before 0.9.0).
+    /// V1 0.8.3–0.9.1: `engine` label, old names only. `gpu_prefix_cache_*`
+    /// count blocks up to 0.8.5 and tokens from 0.9.0 (PR #18003); the
+    /// exposition does not tell the two apart.
     VllmV1OldNames,
     /// V1 0.9.2–0.11: old and new names side by side.
     VllmV1BothNames,
+    /// V1 0.11.x as exposed by default: the old names hidden (they need
+    /// `--show-hidden-metrics-for-version=0.10`), the deprecated
+    /// `time_per_output_token_seconds` still shown.
+    VllmV1_011,
     /// V1 0.12–0.15: new names only, no `prompt_tokens_cached`.
     VllmV1NewNames,
     /// V1 0.16 and later (the article's 0.23; current 0.33).
@@ -95,9 +107,11 @@ impl Schema {
     pub fn as_str(self) -> &'static str {
         match self {
             Schema::VllmV0 => "vllm-v0",
+            Schema::VllmV0Late => "vllm-v0-0.9.2-0.11",
             Schema::VllmV1NoEngine => "vllm-v1-0.7",
             Schema::VllmV1OldNames => "vllm-v1-0.8",
             Schema::VllmV1BothNames => "vllm-v1-0.9-0.11",
+            Schema::VllmV1_011 => "vllm-v1-0.11",
             Schema::VllmV1NewNames => "vllm-v1-0.12-0.15",
             Schema::VllmV1Current => "vllm-v1-0.16+",
             Schema::DcgmClassic => "dcgm-classic",
@@ -113,9 +127,15 @@ impl Schema {
     }
 
     /// True when the prefix-cache counters of this era may count KV blocks,
-    /// not tokens (V1 before 0.9.0).
+    /// not tokens (V1 before 0.9.0; 0.8.3–0.9.1 cannot be told apart, so
+    /// the whole era is treated as possibly blocks).
     pub fn prefix_cache_in_blocks(self) -> bool {
         matches!(self, Schema::VllmV1NoEngine | Schema::VllmV1OldNames)
+    }
+
+    /// The V0 engine, of either era.
+    pub fn is_v0(self) -> bool {
+        matches!(self, Schema::VllmV0 | Schema::VllmV0Late)
     }
 }
 
@@ -258,7 +278,10 @@ pub fn detect(families: &Families, vllm_engine_label: bool) -> Option<Schema> {
             return Some(Schema::VllmV0);
         }
         if !vllm_engine_label {
-            return Some(Schema::VllmV1NoEngine);
+            // V1 registers its prefix-cache counters whether or not the cache
+            // is on; V0 never had them.
+            let v1_prefix = has("vllm:gpu_prefix_cache_queries_total") || has("vllm:prefix_cache_queries_total");
+            return Some(if v1_prefix { Schema::VllmV1NoEngine } else { Schema::VllmV0Late });
         }
         let new = has("vllm:kv_cache_usage_perc") || has("vllm:prefix_cache_queries_total");
         let old = has("vllm:gpu_cache_usage_perc") || has("vllm:gpu_prefix_cache_queries_total");
@@ -266,6 +289,7 @@ pub fn detect(families: &Families, vllm_engine_label: bool) -> Option<Schema> {
             (true, true) => Schema::VllmV1BothNames,
             (true, false) => Schema::VllmV1OldNames,
             _ if has("vllm:prompt_tokens_cached_total") => Schema::VllmV1Current,
+            _ if has("vllm:time_per_output_token_seconds") => Schema::VllmV1_011,
             _ => Schema::VllmV1NewNames,
         });
     }
@@ -302,6 +326,8 @@ pub fn expectations(schema: Schema) -> Vec<(&'static Input, &'static str)> {
             ];
             match schema {
                 Schema::VllmV0 => v.push((&PREFIX_HIT_RATE_V0, "infertel_prefix_cache_hit_ratio")),
+                // No prefix-cache metric at all in late V0.
+                Schema::VllmV0Late => {}
                 _ => v.push((&PREFIX_HITS, "infertel_prefix_cache_hit_ratio")),
             }
             if schema == Schema::VllmV1Current {

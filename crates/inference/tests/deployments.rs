@@ -465,3 +465,93 @@ fn the_median_is_p50() {
     assert!(r.measurements.contains_key("ttft_seconds_p50"), "{:?}", r.measurements.keys());
     assert!(!r.measurements.contains_key("ttft_seconds_p5"));
 }
+
+/// The article's triad per GPU, each shared GPU once; and every derived
+/// series the engine emits has a catalog entry (HELP, unit).
+#[test]
+fn gpu_activity_triad_and_catalog() {
+    let mut e = Engine::new(Settings::default());
+    let v = Vllm {
+        instance: "a:8000",
+        engine: "0",
+        pod: None,
+        gen_per_s: 480.0,
+        prompt_per_s: 10.0,
+        cached_share: 0.5,
+        waiting: 0.0,
+    };
+    let mut end = 0;
+    for k in 0..5 {
+        let t = T0 + k * 15_000 + jitter(k);
+        e.ingest(&v.scrape(t, (t - T0) as f64 / 1000.0));
+        let mut g = gpu("GPU-a", "node-1", &["vllm-0", "vllm-1"], t + 1, 240.0, 0.0, 0.804);
+        for pod in ["vllm-0", "vllm-1"] {
+            let l = [
+                ("Hostname", "node-1"),
+                ("UUID", "GPU-a"),
+                ("gpu", "0"),
+                ("instance", "node-1"),
+                ("job", "dcgm"),
+                ("namespace", "llm"),
+                ("pod", pod),
+            ];
+            g.push(series("DCGM_FI_DEV_GPU_UTIL", &l, t + 1, 100.0));
+            g.push(series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", &l, t + 1, 0.998));
+        }
+        e.ingest(&g);
+        end = t + 1;
+    }
+    let d = e.evaluate(&key("dcgm", "node-1"), end);
+    let act = |a: &str| value(&d, "infertel_gpu_activity_ratio", &[("activity", a)]);
+    assert_eq!(
+        (act("util"), act("graphics"), act("dram"), act("tensor")),
+        (Some(1.0), Some(0.998), Some(0.804), Some(0.1))
+    );
+    let ev = e.evaluate(&key("vllm", "a:8000"), end);
+    for x in d.derived.iter().chain(&ev.derived) {
+        assert!(infertel_inference::catalog::def(x.name).is_some(), "{} has no catalog entry", x.name);
+    }
+}
+
+/// Client disconnects where the HTTP layer records them (499): a share of
+/// all requests per handler; the 499 child first seen mid-window counts
+/// from its first sample.
+#[test]
+fn http_client_aborts_from_499() {
+    let mut e = Engine::new(Settings::default());
+    let l = |status: &'static str| {
+        [
+            ("handler", "/v1/chat/completions"),
+            ("instance", "a:8000"),
+            ("job", "vllm"),
+            ("method", "POST"),
+            ("status", status),
+        ]
+    };
+    let v = Vllm {
+        instance: "a:8000",
+        engine: "0",
+        pod: None,
+        gen_per_s: 480.0,
+        prompt_per_s: 10.0,
+        cached_share: 0.5,
+        waiting: 0.0,
+    };
+    let mut end = 0;
+    for k in 0..5i64 {
+        let t = T0 + k * 15_000 + jitter(k);
+        let mut b = v.scrape(t, (t - T0) as f64 / 1000.0);
+        b.push(series("http_requests_total", &l("200"), t, 500.0 + 95.0 * k as f64));
+        if k >= 1 {
+            b.push(series("http_requests_total", &l("499"), t, 1.0 + 5.0 * (k - 1) as f64));
+        }
+        e.ingest(&b);
+        end = t;
+    }
+    let ev = e.evaluate(&key("vllm", "a:8000"), end);
+    // 200: 380 over the window; 499: 15 from its first sample.
+    let got = value(&ev, "infertel_http_client_abort_ratio", &[("handler", "/v1/chat/completions")]).unwrap();
+    assert!((got - 15.0 / 395.0).abs() < 1e-9, "{got}");
+    let err = value(&ev, "infertel_http_error_ratio", &[("handler", "/v1/chat/completions")]).unwrap();
+    assert!((err - 15.0 / 395.0).abs() < 1e-9, "499 is a 4xx: {err}");
+}

@@ -229,3 +229,42 @@ fn dcgm_classic_and_4_6_names_from_real_captures() {
         assert_eq!(value(&ev, "infertel_memory_bound", None), Some(0.0), "{file}: idle GPU is not memory bound");
     }
 }
+
+/// 0.11.x as exposed by default: the old names hidden, the deprecated
+/// `time_per_output_token_seconds` still shown beside `inter_token_latency`
+/// (hidden from 0.12, removed in 0.15), no `prompt_tokens_cached` (0.16).
+#[test]
+fn v1_0_11_default_exposition() {
+    let base = v017().replace("vllm:prompt_tokens_cached", "vllm:xx_removed_in_era");
+    let tpot: String = base
+        .lines()
+        .filter(|l| l.contains("vllm:inter_token_latency_seconds"))
+        .map(|l| format!("{}\n", l.replace("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")))
+        .collect();
+    let ev = evaluate("vllm", &(base.clone() + &tpot));
+    assert_eq!(schema(&ev), "vllm-v1-0.11");
+    common_v1(&ev);
+    // Without the deprecated family it is 0.12–0.15.
+    assert_eq!(schema(&evaluate("vllm", &base)), "vllm-v1-0.12-0.15");
+}
+
+/// V0 on 0.9.2–0.11.0 (`VLLM_USE_V1=0`): no `engine` label, none of the V0
+/// markers (gone by 0.9.2) and no prefix-cache metric; V1 without an
+/// `engine` label would have its prefix-cache counters.
+#[test]
+fn v0_engine_on_0_9_2_to_0_11() {
+    let body: String = v017()
+        .replace("vllm:prompt_tokens_cached", "vllm:xx_removed_in_era")
+        .replace("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+        .replace("engine=\"0\",", "")
+        .lines()
+        .filter(|l| !l.contains("prefix_cache_"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let ev = evaluate("vllm", &body);
+    assert_eq!(schema(&ev), "vllm-v0-0.9.2-0.11");
+    close(value(&ev, "infertel_generation_tokens_per_second", None), 479.1);
+    close(value(&ev, "infertel_request_phase_seconds", Some(("phase", "decode"))), 1.664_69);
+    assert_eq!(value(&ev, "infertel_prefix_cache_hit_ratio", None), None, "no prefix-cache metric in late V0");
+    assert_eq!(value(&ev, "infertel_prompt_tokens_cached_ratio", None), None);
+}

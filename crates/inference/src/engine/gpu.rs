@@ -134,6 +134,23 @@ pub(crate) fn eval_dcgm(v: &View, settings: &Settings, out: &mut Out) {
             (Err(e), _) | (_, Err(e)) => Err(e),
         };
         out.put("infertel_memory_bound", g.clone(), r);
+        // The article's triad as data: GPU_UTIL says 100% whenever a kernel
+        // is resident, while the units doing the work may idle.
+        for (activity, input, scale) in [
+            ("util", &schema::GPU_UTIL, 0.01),
+            ("graphics", &schema::GR_ENGINE_ACTIVE, 1.0),
+            ("sm", &schema::SM_ACTIVE, 1.0),
+            ("sm_occupancy", &schema::SM_OCCUPANCY, 1.0),
+            ("tensor", &schema::TENSOR_ACTIVE, 1.0),
+            ("dram", &schema::DRAM_ACTIVE, 1.0),
+        ] {
+            if let Ok(x) = one(v, input, keep) {
+                let mut l = g.clone();
+                l.push(("activity".to_string(), activity.to_string()));
+                l.sort();
+                out.put("infertel_gpu_activity_ratio", l, Ok(x.mean * scale));
+            }
+        }
     }
 }
 

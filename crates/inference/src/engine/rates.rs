@@ -99,7 +99,7 @@ fn add(a: Result<f64, Skip>, b: Result<f64, Skip>) -> Result<f64, Skip> {
 impl Rates {
     /// The inputs of the series `keep` selects in `v` (one engine group).
     pub(crate) fn of(v: &View, keep: &dyn Fn(&Labels) -> bool, schema: Schema) -> Rates {
-        let mut r = Rates { engines: 1, v0: schema == Schema::VllmV0, ..Rates::default() };
+        let mut r = Rates { engines: 1, v0: schema.is_v0(), ..Rates::default() };
         for (key, input, suffix) in COUNTERS {
             r.counters.insert(key, v.rate(input, suffix, keep));
         }
@@ -107,7 +107,7 @@ impl Rates {
         // cache counts tokens, so its hits are the cached prompt tokens. The
         // schema decides (after a downgrade the old series lingers in the
         // window with too few samples to say anything).
-        if schema != Schema::VllmV1Current && !schema.prefix_cache_in_blocks() && schema != Schema::VllmV0 {
+        if schema != Schema::VllmV1Current && !schema.prefix_cache_in_blocks() && !schema.is_v0() {
             r.counters.insert("prompt_cached", r.counters["prefix_hits"]);
         }
         for (key, input) in HISTOGRAMS {

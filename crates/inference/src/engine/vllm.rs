@@ -154,6 +154,17 @@ impl Engine {
                 super::view::ratio(Ok(bad), Ok(all))
             });
             out.put("infertel_http_error_ratio", with(base.clone(), &[("handler", &h)]), r);
+            // Client disconnects, where something records them as 499.
+            if let Ok(by) = v.child_rates(&schema::HTTP_REQUESTS, "status", &keep)
+                && by.contains_key("499")
+            {
+                let all: f64 = by.values().sum();
+                out.put(
+                    "infertel_http_client_abort_ratio",
+                    with(base.clone(), &[("handler", &h)]),
+                    super::view::ratio(Ok(by["499"]), Ok(all)),
+                );
+            }
         }
     }
 

@@ -390,3 +390,88 @@ fn failed_scrape_rates_against_prometheus() {
         assert!((theirs - want_theirs).abs() < 1e-9, "at {}s: prometheus {theirs} vs {want_theirs}", k * 15);
     }
 }
+
+/// The fleet figures of `report` are the article's PromQL over every
+/// replica: `sum(rate(x)) / sum(rate(y))` and `histogram_quantile(q, sum by
+/// (le) (rate(...)))`, checked against a real Prometheus on the same
+/// samples. Two replicas with different latency distributions and cached
+/// shares, scrape stamps jittered per scrape; counters far from zero, so
+/// Prometheus extrapolates every series by the same factor and the ratios
+/// and quantiles of its sums equal ours.
+#[test]
+fn fleet_figures_equal_promql_over_replicas() {
+    use infertel_model::{Labels, Sample, Series};
+    let prom = Prometheus::start("");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let t0 = (now - 300_000) / 1000 * 1000;
+    let window = 70_000;
+    let mut engine = Engine::new(Settings { window_ms: window, ..Settings::default() });
+    let jitter = [0, 4, -3, 2, -1];
+    // Per replica: requests per scrape in each TTFT bucket (cumulative le),
+    // prompt and cached prompt tokens per scrape.
+    let replicas = [
+        ("10.0.1.23:8000", [40.0, 80.0, 95.0, 100.0, 100.0], 1000.0, 100.0),
+        ("10.0.1.24:8000", [10.0, 30.0, 60.0, 90.0, 120.0], 3000.0, 1800.0),
+    ];
+    let les = ["0.05", "0.1", "0.25", "0.5", "+Inf"];
+    let mut all = Vec::new();
+    for k in 0..5i64 {
+        let t = t0 + 15_000 * k + jitter[k as usize];
+        for (instance, buckets, prompt, cached) in &replicas {
+            let mk = |name: &str, le: Option<&str>, v: f64| {
+                let mut l = vec![
+                    ("__name__", name),
+                    ("engine", "0"),
+                    ("instance", *instance),
+                    ("job", "vllm"),
+                    ("model_name", "m"),
+                ];
+                if let Some(le) = le {
+                    l.push(("le", le));
+                }
+                Series { labels: Labels::from_pairs(l), samples: vec![Sample { timestamp_ms: t, value: v }] }
+            };
+            let base = 1.0e6;
+            let f = k as f64;
+            let mut batch = vec![
+                mk("vllm:prompt_tokens_total", None, base + prompt * f),
+                mk("vllm:prompt_tokens_cached_total", None, base + cached * f),
+            ];
+            for (le, n) in les.iter().zip(buckets) {
+                batch.push(mk("vllm:time_to_first_token_seconds_bucket", Some(le), base + n * f));
+            }
+            engine.ingest(&batch);
+            all.extend(batch);
+        }
+    }
+    post_remote_write(&prom.write_url(), &all);
+    let t = t0 + 60_000 + jitter[4];
+    let r = infertel_inference::report::build(&mut engine, t);
+    let m = &r.measurements;
+    for (ours, q) in [
+        (
+            m["ttft_seconds_p50"],
+            "histogram_quantile(0.5, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[70s])))",
+        ),
+        (
+            m["ttft_seconds_p95"],
+            "histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[70s])))",
+        ),
+        (
+            m["ttft_seconds_p99"],
+            "histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[70s])))",
+        ),
+        (
+            m["prompt_tokens_cached_ratio"],
+            "sum(rate(vllm:prompt_tokens_cached_total[70s])) / sum(rate(vllm:prompt_tokens_total[70s]))",
+        ),
+    ] {
+        let theirs = query_at(&prom, q, t);
+        assert!((ours - theirs).abs() <= 1e-9 * theirs.abs(), "{q}: infertel {ours} vs prometheus {theirs}");
+    }
+    // And by hand: cached (100 + 1800) / (1000 + 3000).
+    assert!((m["prompt_tokens_cached_ratio"] - 1900.0 / 4000.0).abs() < 1e-12);
+    // The fleet p95 is neither replica's: rank 0.95 × 220 = 209 of the
+    // summed buckets (50, 110, 155, 190, 220) falls in (0.5, +Inf]: 0.5.
+    assert_eq!(m["ttft_seconds_p95"], 0.5);
+}

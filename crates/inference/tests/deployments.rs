@@ -555,3 +555,37 @@ fn http_client_aborts_from_499() {
     let err = value(&ev, "infertel_http_error_ratio", &[("handler", "/v1/chat/completions")]).unwrap();
     assert!((err - 15.0 / 395.0).abs() < 1e-9, "499 is a 4xx: {err}");
 }
+
+/// Finding 10 (memory-bound evidence) and finding 7 with the agent's node:
+/// the engine has no `node` label, the agent runs on node-1
+/// (`K8S_NODE_NAME`), it also scrapes node-2's GPU. `report` quotes the
+/// DRAM/tensor means and power of node-1's GPU only.
+#[test]
+fn report_quotes_the_joined_gpus() {
+    let mut e = Engine::new(Settings { node_name: Some("node-1".into()), ..Settings::default() });
+    let v = Vllm {
+        instance: "a:8000",
+        engine: "0",
+        pod: None,
+        gen_per_s: 480.0,
+        prompt_per_s: 10.0,
+        cached_share: 0.5,
+        waiting: 0.0,
+    };
+    let mut end = 0;
+    for k in 0..5 {
+        let t = T0 + k * 15_000 + jitter(k);
+        e.ingest(&v.scrape(t, (t - T0) as f64 / 1000.0));
+        e.ingest(&gpu("GPU-a", "node-1", &[], t + 1, 240.0, 0.0, 0.804));
+        e.ingest(&gpu("GPU-c", "node-2", &[], t + 1, 60.0, 0.0, 0.02));
+        end = t + 1;
+    }
+    let r = report::build(&mut e, end);
+    let m = &r.measurements;
+    assert_eq!(m["dram_active_mean"], 0.804, "node-2's idle GPU is not averaged in");
+    assert_eq!(m["gpu_watts"], 240.0);
+    assert!((m["tokens_per_watt"] - 2.0).abs() < 1e-9);
+    assert_eq!(m["memory_bound"], 1.0);
+    let ev = e.evaluate(&key("vllm", "a:8000"), end);
+    assert!((value(&ev, "infertel_tokens_per_watt", &[("node", "node-1")]).unwrap() - 2.0).abs() < 1e-9);
+}

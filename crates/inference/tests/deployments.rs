@@ -11,9 +11,16 @@ use infertel_model::{Labels, Sample, Series, stale_nan};
 
 const T0: i64 = 1_785_192_900_000;
 
-/// A few ms of deterministic jitter, as a real scrape loop's stamps have.
+/// A few ms of deterministic jitter, as a real scrape loop's stamps have:
+/// -5..=5 ms, a different value 8 scrapes (120 s at 15 s) apart, so no stamp
+/// falls exactly a whole number of minutes after another.
 fn jitter(k: i64) -> i64 {
-    [3, -2, 5, 0, -4, 1, 2, -3][k.rem_euclid(8) as usize]
+    (k * 10 + 3).rem_euclid(11) - 5
+}
+
+#[test]
+fn jitter_never_repeats_two_minutes_later() {
+    assert!((0..100).all(|k| jitter(k) != jitter(k + 8) && jitter(k).abs() <= 5));
 }
 
 fn series(name: &str, labels: &[(&str, &str)], t: i64, v: f64) -> Series {
@@ -376,7 +383,8 @@ fn node_join_uses_the_engines_node() {
 fn objective_inside_a_bucket() {
     // (share ≤ 0.25 s, share ≤ 0.5 s) → expected ok and bounds.
     for (le25, le50, want) in [(0.90, 1.0, None), (0.96, 1.0, Some(1.0)), (0.80, 0.90, Some(0.0))] {
-        let mut e = Engine::new(Settings::default());
+        // 70 s: five 15 s scrapes, whatever the jitter.
+        let mut e = Engine::new(Settings { window_ms: 70_000, ..Settings::default() });
         let l = |le: &'static str| {
             [("engine", "0"), ("instance", "a:8000"), ("job", "vllm"), ("le", le), ("model_name", "m")]
         };
@@ -404,20 +412,47 @@ fn objective_inside_a_bucket() {
             let r = report::build(&mut e, end);
             let v = r.verdicts.iter().find(|v| v.objective == "ttft_p95" && v.scope == "fleet").unwrap();
             assert_eq!(v.verdict, "INDETERMINATE");
-            assert_eq!(v.share_within, Some((0.9, 1.0)));
+            let (lo, hi) = v.share_within.unwrap();
+            assert!((lo - 0.9).abs() < 1e-9 && hi == 1.0, "{lo} {hi}");
             assert!(v.note.contains("250 ms or 500 ms"), "{}", v.note);
             assert!(r.to_table().contains("INDETERMINATE"));
         }
     }
 }
 
+/// Finding 10: a child seen in the last scrape only (one sample) does not
+/// void the ratio: it counts from its first sample (0 in the window).
+#[test]
+fn label_child_in_the_last_scrape_only() {
+    // 70 s: five 15 s scrapes, whatever the jitter.
+    let mut e = Engine::new(Settings { window_ms: 70_000, ..Settings::default() });
+    let l = |r: &'static str| {
+        [("engine", "0"), ("finished_reason", r), ("instance", "a:8000"), ("job", "vllm"), ("model_name", "m")]
+    };
+    let mut end = 0;
+    for k in 0..5i64 {
+        let t = T0 + k * 15_000 + jitter(k);
+        let mut b = vec![series("vllm:request_success_total", &l("stop"), t, 1000.0 + 90.0 * k as f64)];
+        if k == 4 {
+            b.push(series("vllm:request_success_total", &l("error"), t, 3.0));
+        }
+        e.ingest(&b);
+        end = t;
+    }
+    let ev = e.evaluate(&key("vllm", "a:8000"), end);
+    assert_eq!(value(&ev, "infertel_error_abort_ratio", &[]), Some(0.0));
+    assert_eq!(value(&ev, "infertel_finished_ratio", &[("finished_reason", "stop")]), Some(1.0));
+}
+
 /// Finding 10: a `finished_reason` child first seen mid-window counts from 0
 /// at its `_created` time, else from its first sample; it never voids the
-/// ratio. The median is `p50`.
+/// ratio, and its rate is over the window's span, not its own (2 errors in
+/// its 15 s must not read as 8 over the minute). The median is `p50`.
 #[test]
 fn label_child_born_mid_window() {
     for with_created in [true, false] {
-        let mut e = Engine::new(Settings::default());
+        // 70 s: five 15 s scrapes, whatever the jitter.
+        let mut e = Engine::new(Settings { window_ms: 70_000, ..Settings::default() });
         let base = [("engine", "0"), ("instance", "a:8000"), ("job", "vllm"), ("model_name", "m")];
         let with = |r: &'static str| {
             let mut v = base.to_vec();
@@ -518,7 +553,8 @@ fn gpu_activity_triad_and_catalog() {
 /// from its first sample.
 #[test]
 fn http_client_aborts_from_499() {
-    let mut e = Engine::new(Settings::default());
+    // 70 s: five 15 s scrapes, whatever the jitter.
+    let mut e = Engine::new(Settings { window_ms: 70_000, ..Settings::default() });
     let l = |status: &'static str| {
         [
             ("handler", "/v1/chat/completions"),

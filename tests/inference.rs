@@ -475,3 +475,74 @@ fn fleet_figures_equal_promql_over_replicas() {
     // summed buckets (50, 110, 155, 190, 220) falls in (0.5, +Inf]: 0.5.
     assert_eq!(m["ttft_seconds_p95"], 0.5);
 }
+
+/// Item 11 of issue 15, the two other documented differences from PromQL,
+/// each pinned with both values.
+///
+/// A counter born inside the window (5, 105, 205, 305 at 15/30/45/60 s):
+/// ours is 300 over the 45 s between its samples = 6.67/s; Prometheus 2.42
+/// extrapolates towards the window's start only as far as the counter would
+/// reach zero (45 s × 5/300 = 0.75 s), so 300 × 45.75/45 over 60 s = 5.083/s
+/// (checked against the real Prometheus here).
+///
+/// A sample exactly at `t - window`: in our closed range and in Prometheus
+/// 2.x', not in 3.0's left-open `(t - window, t]`. Counter 1000, 4000, 5500,
+/// 7000, 8500 at 0..60 s: ours and 2.42 take 7500 over 60 s = 125/s. No
+/// Prometheus 3 is installable here (Debian ships 2.42), so 3.0's value is
+/// computed by hand from its rule: it sees 15..60 s, 4500 over 45 s,
+/// extrapolated to the window's start by 15 s (within 1.1 × the 15 s average
+/// interval): 6000 over 60 s = 100/s.
+#[test]
+fn documented_differences_from_promql_pinned() {
+    use infertel_model::{Labels, Sample, Series};
+    let prom = Prometheus::start("");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let t0 = (now - 300_000) / 1000 * 1000;
+    let mk = |name: &str, instance: &str, pts: &[(i64, f64)]| Series {
+        labels: Labels::from_pairs([
+            ("__name__", name),
+            ("engine", "0"),
+            ("instance", instance),
+            ("job", "vllm"),
+            ("model_name", "m"),
+        ]),
+        samples: pts.iter().map(|(dt, v)| Sample { timestamp_ms: t0 + dt, value: *v }).collect(),
+    };
+    let born = mk(
+        "vllm:generation_tokens_total",
+        "born:8000",
+        &[(15_000, 5.0), (30_000, 105.0), (45_000, 205.0), (60_000, 305.0)],
+    );
+    let stepped = mk(
+        "vllm:generation_tokens_total",
+        "step:8000",
+        &[(0, 1000.0), (15_000, 4000.0), (30_000, 5500.0), (45_000, 7000.0), (60_000, 8500.0)],
+    );
+    post_remote_write(&prom.write_url(), &[born.clone(), stepped.clone()]);
+    let t = t0 + 60_000;
+    let ours = |s: &Series| {
+        let mut e = Engine::new(Settings::default());
+        for x in &s.samples {
+            e.ingest(&[Series { labels: s.labels.clone(), samples: vec![*x] }]);
+        }
+        let key = TargetKey { job: "vllm".into(), instance: s.labels.get("instance").unwrap().to_string() };
+        e.evaluate(&key, t).derived.iter().find(|d| d.name == "infertel_generation_tokens_per_second").unwrap().value
+    };
+    let close = |a: f64, b: f64, what: &str| assert!((a - b).abs() < 1e-9, "{what}: {a} vs {b}");
+    close(ours(&born), 300.0 / 45.0, "ours, born in the window");
+    close(
+        query_at(&prom, "rate(vllm:generation_tokens_total{instance=\"born:8000\"}[1m])", t),
+        300.0 * 45.75 / 45.0 / 60.0,
+        "prometheus 2.42, born in the window",
+    );
+    close(ours(&stepped), 7500.0 / 60.0, "ours, sample at t - window");
+    // Prometheus 2.42 selects the closed range too: the same 125/s.
+    close(
+        query_at(&prom, "rate(vllm:generation_tokens_total{instance=\"step:8000\"}[1m])", t),
+        7500.0 / 60.0,
+        "prometheus 2.42, sample at t - window",
+    );
+    // Prometheus 3.0 (by hand, see above): 4500 over 45 s extended by 15 s.
+    let promql_3_0 = 4500.0 * (60.0 / 45.0) / 60.0;
+    close(promql_3_0, 100.0, "prometheus 3.0 by hand");
+}

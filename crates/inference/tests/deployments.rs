@@ -625,3 +625,71 @@ fn report_quotes_the_joined_gpus() {
     let ev = e.evaluate(&key("vllm", "a:8000"), end);
     assert!((value(&ev, "infertel_tokens_per_watt", &[("node", "node-1")]).unwrap() - 2.0).abs() < 1e-9);
 }
+
+/// The article's other figures, by hand from the counters written: requests
+/// per minute, per-request token means, requested max_tokens, preemptions,
+/// speculative decoding; and `finished_reason="length"` read against
+/// `request_params_max_tokens`: 40 generated tokens per request against a
+/// requested 1,000 means the context limit was hit, not max_tokens.
+#[test]
+fn article_figures_and_which_length_limit() {
+    let mut e = Engine::new(Settings { window_ms: 70_000, ..Settings::default() });
+    let l = [("engine", "0"), ("instance", "a:8000"), ("job", "vllm"), ("model_name", "m")];
+    let with = |k: &'static str, v: &'static str| {
+        let mut x = l.to_vec();
+        x.push((k, v));
+        x
+    };
+    let mut end = 0;
+    for k in 0..5i64 {
+        let t = T0 + k * 15_000 + jitter(k);
+        let f = k as f64; // per 15 s scrape: 30 requests, 12 of them at length
+        e.ingest(&[
+            series("vllm:e2e_request_latency_seconds_count", &l, t, 9000.0 + 30.0 * f),
+            series("vllm:e2e_request_latency_seconds_sum", &l, t, 9000.0 + 45.0 * f),
+            series("vllm:request_generation_tokens_sum", &l, t, 5.0e5 + 1200.0 * f),
+            series("vllm:request_prompt_tokens_sum", &l, t, 7.0e5 + 6000.0 * f),
+            series("vllm:request_prompt_tokens_count", &l, t, 9000.0 + 30.0 * f),
+            series("vllm:request_params_max_tokens_sum", &l, t, 9.0e6 + 30_000.0 * f),
+            series("vllm:request_params_max_tokens_count", &l, t, 9000.0 + 30.0 * f),
+            series("vllm:request_success_total", &with("finished_reason", "length"), t, 3000.0 + 12.0 * f),
+            series("vllm:request_success_total", &with("finished_reason", "stop"), t, 6000.0 + 18.0 * f),
+            series("vllm:num_preemptions_total", &l, t, 50.0 + 1.5 * f),
+            series("vllm:spec_decode_num_drafts_total", &l, t, 1.0e4 + 100.0 * f),
+            series("vllm:spec_decode_num_draft_tokens_total", &l, t, 3.0e4 + 300.0 * f),
+            series("vllm:spec_decode_num_accepted_tokens_total", &l, t, 2.0e4 + 210.0 * f),
+            series("vllm:generation_tokens_total", &l, t, 1.0e6 + 1200.0 * f),
+            series("vllm:kv_cache_usage_perc", &l, t, 0.2),
+        ]);
+        end = t;
+    }
+    let r = report::build(&mut e, end);
+    let m = &r.measurements;
+    let close = |k: &str, v: f64| assert!((m[k] - v).abs() < 1e-9 * v.abs().max(1.0), "{k}: {} vs {v}", m[k]);
+    // Rates over the sampled span (jittered: not exactly 60 s).
+    let span = (end - (T0 + jitter(0))) as f64 / 1000.0;
+    close("requests_per_minute", 120.0 / span * 60.0);
+    close("preemptions_per_minute", 6.0 / span * 60.0);
+    close("generation_tokens_per_request_mean", 40.0);
+    close("prompt_tokens_per_request_mean", 200.0);
+    close("max_tokens_per_request_mean", 1000.0);
+    close("spec_decode_acceptance_ratio", 0.7);
+    close("spec_decode_mean_acceptance_length", 3.1);
+    close("finished_ratio_length", 0.4);
+    let rec = r.recommendations.iter().find(|x| x.id == "raise_max_tokens").expect("40% at length");
+    assert!(rec.text.contains("max_model_len"), "{}", rec.text);
+    assert!(rec.text.contains("raising max_tokens will not help"), "{}", rec.text);
+}
+
+/// DCGM 4.6.1's framebuffer ratio where used/free are not exported.
+#[test]
+fn vram_from_fb_used_ratio() {
+    let mut e = Engine::new(Settings::default());
+    let l = [("UUID", "GPU-a"), ("gpu", "0"), ("instance", "node-1"), ("job", "dcgm")];
+    for k in 0..3 {
+        let t = T0 + k * 15_000 + jitter(k);
+        e.ingest(&[series("DCGM_FI_DEV_FB_USED_RATIO", &l, t, 0.91), series("DCGM_FI_DEV_POWER_USAGE", &l, t, 200.0)]);
+    }
+    let d = e.evaluate(&key("dcgm", "node-1"), T0 + 30_000 + jitter(2));
+    assert_eq!(value(&d, "infertel_vram_used_ratio", &[]), Some(0.91));
+}

@@ -87,15 +87,13 @@ impl Gpu<'_> {
 /// The node of a target: its own `node` label (set by discovery relabeling),
 /// else the agent's (`K8S_NODE_NAME`).
 pub(crate) fn target_node(st: &TargetState, settings: &Settings) -> Option<String> {
-    for m in st.series.values() {
-        for (l, _) in m {
-            if let Some(n) = l.get("node") {
-                return Some(n.to_string());
-            }
-            break;
-        }
-    }
-    settings.node_name.clone()
+    // Target labels are on every series of the target: the first that has
+    // one answers.
+    st.series
+        .values()
+        .flat_map(|m| m.into_iter())
+        .find_map(|(l, _)| l.get("node").map(str::to_string))
+        .or_else(|| settings.node_name.clone())
 }
 
 /// The per-GPU gauges of a dcgm-exporter target: one value per GPU (or MIG

@@ -49,11 +49,14 @@ pub const PHASES: [&str; 5] = ["queue", "prefill", "decode", "inference", "e2e"]
 /// The quantiles derived from each latency histogram, and their key suffix.
 pub const QUANTILES: [(f64, &str, &str); 3] = [(0.5, "0.5", "p50"), (0.95, "0.95", "p95"), (0.99, "0.99", "p99")];
 
+/// Bucket rates (upper bound, rate) of one histogram, or why there are none.
+type Buckets = Result<Vec<(f64, f64)>, Skip>;
+
 /// The additive inputs of one engine, or of a sum of engines.
 #[derive(Clone, Debug)]
 pub struct Rates {
     counters: BTreeMap<&'static str, Result<f64, Skip>>,
-    histograms: BTreeMap<&'static str, Result<Vec<(f64, f64)>, Skip>>,
+    histograms: BTreeMap<&'static str, Buckets>,
     finished: Result<BTreeMap<String, f64>, Skip>,
     /// The last KV-cache usage of each engine.
     kv: Vec<f64>,

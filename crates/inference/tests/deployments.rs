@@ -55,7 +55,12 @@ struct Vllm<'a> {
     waiting: f64,
 }
 
-impl Vllm<'_> {
+impl<'a> Vllm<'a> {
+    /// Engine 0, no pod, 10 prompt tokens/s, half cached, no queue.
+    fn at(instance: &'a str, gen_per_s: f64) -> Self {
+        Vllm { instance, engine: "0", pod: None, gen_per_s, prompt_per_s: 10.0, cached_share: 0.5, waiting: 0.0 }
+    }
+
     fn scrape(&self, t: i64, secs: f64) -> Vec<Series> {
         let mut l = vec![("engine", self.engine), ("instance", self.instance), ("job", "vllm"), ("model_name", "m")];
         if let Some(p) = self.pod {
@@ -103,15 +108,7 @@ fn gpu(uuid: &str, host: &str, pods: &[&str], t: i64, watts: f64, energy_mj: f64
 #[test]
 fn sustained_waiting_fires_with_jittered_scrapes() {
     let mut e = Engine::new(Settings::default());
-    let v = Vllm {
-        instance: "a:8000",
-        engine: "0",
-        pod: None,
-        gen_per_s: 100.0,
-        prompt_per_s: 10.0,
-        cached_share: 0.5,
-        waiting: 3.0,
-    };
+    let v = Vllm { waiting: 3.0, ..Vllm::at("a:8000", 100.0) };
     let mut fired = 0;
     let mut evaluated = 0;
     for k in 0..40 {
@@ -134,24 +131,8 @@ fn sustained_waiting_fires_with_jittered_scrapes() {
 #[test]
 fn report_figures_are_the_fleets() {
     let mut e = Engine::new(Settings::default());
-    let a = Vllm {
-        instance: "a:8000",
-        engine: "0",
-        pod: None,
-        gen_per_s: 479.0,
-        prompt_per_s: 200.0,
-        cached_share: 0.1,
-        waiting: 0.0,
-    };
-    let b = Vllm {
-        instance: "b:8000",
-        engine: "0",
-        pod: None,
-        gen_per_s: 1000.0,
-        prompt_per_s: 200.0,
-        cached_share: 0.6,
-        waiting: 0.0,
-    };
+    let a = Vllm { prompt_per_s: 200.0, cached_share: 0.1, ..Vllm::at("a:8000", 479.0) };
+    let b = Vllm { prompt_per_s: 200.0, cached_share: 0.6, ..Vllm::at("b:8000", 1000.0) };
     let mut end = 0;
     for k in 0..5 {
         let ta = T0 + k * 15_000 + jitter(k);
@@ -181,15 +162,7 @@ fn report_figures_are_the_fleets() {
 #[test]
 fn pod_join_gives_one_sample_per_pod() {
     let mut e = Engine::new(Settings { join: Join::Pod, ..Settings::default() });
-    let engines = ["0", "1"].map(|en| Vllm {
-        instance: "a:8000",
-        engine: en,
-        pod: Some("vllm-0"),
-        gen_per_s: 500.0,
-        prompt_per_s: 10.0,
-        cached_share: 0.5,
-        waiting: 0.0,
-    });
+    let engines = ["0", "1"].map(|en| Vllm { engine: en, pod: Some("vllm-0"), ..Vllm::at("a:8000", 500.0) });
     let mut end = 0;
     for k in 0..5 {
         let t = T0 + k * 15_000 + jitter(k);
@@ -218,15 +191,7 @@ fn pod_join_gives_one_sample_per_pod() {
 #[test]
 fn tokens_per_joule_is_steady_under_dcgm_refresh() {
     let mut e = Engine::new(Settings::default());
-    let v = Vllm {
-        instance: "a:8000",
-        engine: "0",
-        pod: None,
-        gen_per_s: 1627.5,
-        prompt_per_s: 10.0,
-        cached_share: 0.5,
-        waiting: 0.0,
-    };
+    let v = Vllm::at("a:8000", 1627.5);
     // DCGM's update times: every 30 s from an arbitrary phase.
     let refreshed_mj = |t: i64| {
         let last_update = (t - T0 - 7_000).div_euclid(30_000) * 30_000 + 7_000;
@@ -253,15 +218,7 @@ fn tokens_per_joule_is_steady_under_dcgm_refresh() {
 #[test]
 fn energy_in_joules_from_dcgm_4_6_1() {
     let mut e = Engine::new(Settings::default());
-    let v = Vllm {
-        instance: "a:8000",
-        engine: "0",
-        pod: None,
-        gen_per_s: 480.0,
-        prompt_per_s: 10.0,
-        cached_share: 0.5,
-        waiting: 0.0,
-    };
+    let v = Vllm::at("a:8000", 480.0);
     let mut end = 0;
     for k in 0..9 {
         let t = T0 + k * 15_000 + jitter(k);
@@ -312,15 +269,7 @@ fn failed_scrape_does_not_blank_derived_series() {
 #[test]
 fn shared_gpu_is_counted_once() {
     let mut e = Engine::new(Settings::default());
-    let v = Vllm {
-        instance: "a:8000",
-        engine: "0",
-        pod: None,
-        gen_per_s: 480.0,
-        prompt_per_s: 10.0,
-        cached_share: 0.5,
-        waiting: 0.0,
-    };
+    let v = Vllm::at("a:8000", 480.0);
     let mut end = 0;
     for k in 0..5 {
         let t = T0 + k * 15_000 + jitter(k);
@@ -341,15 +290,7 @@ fn shared_gpu_is_counted_once() {
 #[test]
 fn node_join_uses_the_engines_node() {
     let mut e = Engine::new(Settings::default());
-    let v = Vllm {
-        instance: "a:8000",
-        engine: "0",
-        pod: Some("vllm-0"),
-        gen_per_s: 480.0,
-        prompt_per_s: 10.0,
-        cached_share: 0.5,
-        waiting: 0.0,
-    };
+    let v = Vllm { pod: Some("vllm-0"), ..Vllm::at("a:8000", 480.0) };
     let mut end = 0;
     for k in 0..5 {
         let t = T0 + k * 15_000 + jitter(k);
@@ -506,15 +447,7 @@ fn the_median_is_p50() {
 #[test]
 fn gpu_activity_triad_and_catalog() {
     let mut e = Engine::new(Settings::default());
-    let v = Vllm {
-        instance: "a:8000",
-        engine: "0",
-        pod: None,
-        gen_per_s: 480.0,
-        prompt_per_s: 10.0,
-        cached_share: 0.5,
-        waiting: 0.0,
-    };
+    let v = Vllm::at("a:8000", 480.0);
     let mut end = 0;
     for k in 0..5 {
         let t = T0 + k * 15_000 + jitter(k);
@@ -564,15 +497,7 @@ fn http_client_aborts_from_499() {
             ("status", status),
         ]
     };
-    let v = Vllm {
-        instance: "a:8000",
-        engine: "0",
-        pod: None,
-        gen_per_s: 480.0,
-        prompt_per_s: 10.0,
-        cached_share: 0.5,
-        waiting: 0.0,
-    };
+    let v = Vllm::at("a:8000", 480.0);
     let mut end = 0;
     for k in 0..5i64 {
         let t = T0 + k * 15_000 + jitter(k);
@@ -599,15 +524,7 @@ fn http_client_aborts_from_499() {
 #[test]
 fn report_quotes_the_joined_gpus() {
     let mut e = Engine::new(Settings { node_name: Some("node-1".into()), ..Settings::default() });
-    let v = Vllm {
-        instance: "a:8000",
-        engine: "0",
-        pod: None,
-        gen_per_s: 480.0,
-        prompt_per_s: 10.0,
-        cached_share: 0.5,
-        waiting: 0.0,
-    };
+    let v = Vllm::at("a:8000", 480.0);
     let mut end = 0;
     for k in 0..5 {
         let t = T0 + k * 15_000 + jitter(k);

@@ -256,6 +256,7 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
             }
         }
         text.push_str(". Quantize (FP8/AWQ) or add tensor parallelism before buying hardware; prefill optimizations (chunked prefill, prompt compression) will not help this workload.");
+        text.push_str(&differ("decode_share", &pct));
         recs.push(Recommendation {
             id: "decode_bound".into(),
             text,
@@ -352,7 +353,7 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
                 "Alert on vllm:request_queue_time_seconds (mean {} per request now), not on VRAM ({} used: vLLM reserves it at start-up, so it looks like an emergency and never changes).",
                 ms(q),
                 g("vram_used_ratio").map(pct).unwrap_or("n/a".into())
-            ),
+            ) + &differ("request_queue_seconds_mean", &ms),
             evidence: ev(&[("infertel_request_phase_seconds{phase=\"queue\"}", Some(q)), ("infertel_vram_used_ratio", g("vram_used_ratio"))]),
         });
     }

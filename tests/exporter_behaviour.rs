@@ -245,12 +245,13 @@ service:
     assert!(!prom.query("from_a").is_empty());
 }
 
-/// Shutdown: every target's series get a staleness marker at once, far more
-/// batches than a small in-memory queue holds. The queue waits for room then
-/// (within `service.shutdown_timeout`) instead of dropping its oldest batch,
-/// so every marker arrives and nothing is counted as dropped.
+/// Shutdown writes no staleness markers, as Prometheus (its end-of-run
+/// markers are skipped when the scrape manager stops): a restarted or rolled
+/// agent continues every series without a gap. With 40 targets and a small
+/// in-memory queue, what was queued at the signal is delivered, nothing is
+/// counted as dropped, and not one series of any target gets a marker.
 #[test]
-fn the_shutdown_flood_of_staleness_markers_is_not_dropped() {
+fn shutdown_writes_no_staleness_markers_and_drops_nothing() {
     const TARGETS: usize = 40;
     let targets = Targets::start();
     targets.set("/m", TEXT_004, "# TYPE g gauge\ng 1\n");
@@ -304,6 +305,5 @@ service:
         .filter(|s| s.samples.iter().any(|x| infertel_model::is_stale_nan(x.value)))
         .map(|s| (s.labels.metric_name().to_string(), s.labels.get("n").unwrap_or("").to_string()))
         .collect();
-    // g plus up and the 4 other scrape_* series, for every target.
-    assert_eq!(stale.len(), TARGETS * 6, "a staleness marker for every series of every target");
+    assert!(stale.is_empty(), "no staleness marker at shutdown, got {} series: {stale:?}", stale.len());
 }

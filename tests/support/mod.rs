@@ -4,6 +4,7 @@
 //! as a child process.
 #![allow(dead_code)]
 
+pub mod elasticsearch;
 pub mod nginx;
 pub mod otlp;
 
@@ -554,6 +555,10 @@ pub struct Received {
 /// to wait before answering.
 pub type Script = Arc<dyn Fn(usize) -> (u16, Duration) + Send + Sync>;
 
+/// Like [`Script`], also seeing the series the request carries (an empty
+/// slice for an exporter's probe).
+pub type ContentScript = Arc<dyn Fn(usize, &[infertel_model::Series]) -> (u16, Duration) + Send + Sync>;
+
 /// A remote-write receiver whose answers a test scripts; it decodes every
 /// body with the real codec and records what arrived.
 pub struct RwReceiver {
@@ -564,6 +569,10 @@ pub struct RwReceiver {
 
 impl RwReceiver {
     pub fn start(script: Script) -> RwReceiver {
+        Self::start_with(Arc::new(move |i, _| script(i)))
+    }
+
+    pub fn start_with(script: ContentScript) -> RwReceiver {
         let log: Arc<Mutex<Vec<Received>>> = Arc::default();
         let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let std_listener = TcpListener::bind("127.0.0.1:0").expect("bind receiver");
@@ -581,9 +590,9 @@ impl RwReceiver {
                         let (l, counter, script) = (l.clone(), counter.clone(), script.clone());
                         async move {
                             let index = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                            let (status, delay) = script(index);
                             let req = infertel_remote_write::decode(&body).expect("a decodable remote-write body");
                             let (series, _) = infertel_remote_write::to_model(&req);
+                            let (status, delay) = script(index, &series);
                             let headers = headers
                                 .iter()
                                 .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))

@@ -354,25 +354,30 @@ impl Service {
             if let Exporter::Queued(x) = e {
                 rw.push(x.clone());
                 exporter_tasks.push(tokio::spawn(x.clone().start(exp_stop.clone())));
-                // Started paused (startup check not ok): re-probe with
-                // backoff until the endpoint answers, then open the gate.
-                if let Some(st) = x.endpoint_state()
-                    && !st.is_up()
-                {
+                // Paused (at startup, or at run time by a 401/403/404/...):
+                // probe on its own schedule until the endpoint answers, then
+                // open the gate, whatever became of the request that paused
+                // it. One watchdog for the life of the exporter.
+                if let Some(st) = x.endpoint_state() {
                     let x = x.clone();
                     probers.push(tokio::spawn(async move {
-                        let mut n = 0;
-                        loop {
-                            n += 1;
-                            if !st.sleep_unless_stopping(st.backoff(n)).await || st.is_up() {
-                                return;
+                        while st.wait_closed().await {
+                            let mut n = 0;
+                            while !st.is_up() {
+                                n += 1;
+                                if !st.sleep_unless_stopping(st.probe_backoff(n)).await {
+                                    return;
+                                }
+                                if st.is_up() {
+                                    break;
+                                }
+                                let r = x.probe().await;
+                                if r.is_ok() {
+                                    st.set_up();
+                                } else {
+                                    st.pause(&r);
+                                }
                             }
-                            let r = x.probe().await;
-                            if r.is_ok() {
-                                st.set_up();
-                                return;
-                            }
-                            st.pause(&r);
                         }
                     }));
                 }

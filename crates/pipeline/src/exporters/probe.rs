@@ -513,6 +513,9 @@ pub fn classify_status_str(status: &str, message: &str, endpoint: &str, protocol
 /// How often a paused exporter repeats its log line.
 pub const LOG_EVERY: Duration = Duration::from_secs(30);
 
+/// The longest wait between two probes of a paused endpoint.
+pub const PROBE_MAX_INTERVAL: Duration = Duration::from_secs(30);
+
 /// One exporter's endpoint: up or paused, the gate its consumers wait on,
 /// and the policy from its config.
 pub struct EndpointState {
@@ -639,8 +642,34 @@ impl EndpointState {
         }
     }
 
-    /// The agent is shutting down: paused senders give up their held data
-    /// (counted as dropped, reason `shutdown`).
+    /// Waits until the gate closes (`true`) or shutdown begins (`false`).
+    pub async fn wait_closed(&self) -> bool {
+        let mut gate = self.gate.subscribe();
+        let mut stopping = self.stopping.subscribe();
+        loop {
+            if *stopping.borrow_and_update() {
+                return false;
+            }
+            if !*gate.borrow_and_update() {
+                return true;
+            }
+            tokio::select! {
+                r = gate.changed() => if r.is_err() { return false },
+                r = stopping.changed() => if r.is_err() { return false },
+            }
+        }
+    }
+
+    /// The wait before re-probe `n` of a paused endpoint: the backoff,
+    /// capped at [`PROBE_MAX_INTERVAL`] so that a fixed endpoint is found
+    /// within half a minute however long it was down.
+    pub fn probe_backoff(&self, n: u32) -> Duration {
+        self.backoff(n).min(PROBE_MAX_INTERVAL)
+    }
+
+    /// The agent is shutting down: paused senders give up waiting (in
+    /// memory their data is counted as dropped, reason `shutdown`; on disk
+    /// it stays for the next start).
     pub fn stop(&self) {
         let _ = self.stopping.send(true);
     }

@@ -41,6 +41,9 @@ use tokio::sync::{Notify, watch};
 /// sent, `(samples, Some(reason))` dropped for `reason`.
 pub type Delivered = Vec<(usize, Option<&'static str>)>;
 
+/// The outcome reason of a request still held when shutdown began.
+pub const SHUTDOWN: &str = "shutdown";
+
 /// An exporter's protocol side: how a consumer's batch becomes requests.
 pub trait Deliver: Send + Sync + 'static {
     /// Per-consumer state (a request builder, a converter with start times).
@@ -376,13 +379,19 @@ impl<D: Deliver> SendingQueue<D> {
         Some(out)
     }
 
-    async fn deliver_one(&self, state: &mut D::State, item: Item) {
+    /// Delivers one item; `false` when part of it was held at shutdown and
+    /// not delivered: a persistent queue then keeps the record on disk
+    /// (unacknowledged, sent after the restart) instead of counting it.
+    async fn deliver_one(&self, state: &mut D::State, item: Item) -> bool {
+        let mut finished = true;
         for (n, outcome) in self.deliver.deliver(state, item.batch, item.naming).await {
             match outcome {
                 None => self.sent.add(n as u64),
+                Some(SHUTDOWN) if self.is_persistent() => finished = false,
                 Some(reason) => self.dropped(reason).add(n as u64),
             }
         }
+        finished
     }
 
     /// Runs the consumers; after `stop`, drains what is queued and returns.
@@ -412,9 +421,15 @@ impl<D: Deliver> SendingQueue<D> {
                         // service.shutdown_timeout, and what is left stays
                         // on disk for the next start.
                         Some(Some((item, end))) => {
-                            me.deliver_one(&mut state, item).await;
-                            me.ack_disk(&shard, end);
-                            continue;
+                            // Acknowledged only once delivered or rejected
+                            // for its own content; a record held at
+                            // shutdown stays on disk for the next process.
+                            if me.deliver_one(&mut state, item).await {
+                                me.ack_disk(&shard, end);
+                                continue;
+                            }
+                            tracing::info!(exporter = %me.id, "shutdown while paused: the held batch stays on disk and is sent after the restart");
+                            break;
                         }
                         Some(None) => {
                             if *stop.borrow() {
@@ -429,7 +444,7 @@ impl<D: Deliver> SendingQueue<D> {
                         None => {}
                     }
                     if let Some(b) = me.pop_merged(&shard) {
-                        me.deliver_one(&mut state, b).await;
+                        let _ = me.deliver_one(&mut state, b).await;
                         continue;
                     }
                     if *stop.borrow() {
@@ -502,8 +517,13 @@ impl<D: Deliver> SendingQueue<D> {
             n += q.drain(..).map(|b| b.batch.sample_count() as u64).sum::<u64>();
         }
         if n > 0 {
-            self.dropped("shutdown").add(n);
-            tracing::error!(exporter = %self.id, "shutdown timeout: dropped {n} queued samples");
+            self.dropped(SHUTDOWN).add(n);
+            let why = if self.endpoint_state.get().is_some_and(|g| !g.is_open()) {
+                "the endpoint is paused and the queue is in memory (configure sending_queue.storage to keep it)"
+            } else {
+                "service.shutdown_timeout ran out"
+            };
+            tracing::error!(exporter = %self.id, "shutdown: dropped {n} queued samples: {why}");
         }
     }
 

@@ -138,8 +138,10 @@ impl<T: Transport> Sender<T> {
                     ));
                     if !self.state.sleep_unless_stopping(self.state.backoff(held)).await {
                         release(held);
-                        tracing::error!(exporter = %self.exporter, endpoint = %self.state.endpoint, "shutdown while paused: dropping {} held samples ({status})", req.samples);
-                        return Some("shutdown");
+                        // The queue keeps it on disk, or counts it as
+                        // dropped (reason shutdown) in memory.
+                        tracing::warn!(exporter = %self.exporter, endpoint = %self.state.endpoint, "shutdown while paused: {} held samples not delivered ({status})", req.samples);
+                        return Some(crate::exporters::queue::SHUTDOWN);
                     }
                     started = Instant::now();
                     attempt = 0;
@@ -148,6 +150,9 @@ impl<T: Transport> Sender<T> {
                 Attempt::Fail { status, message } => {
                     release(held);
                     self.failed(&status);
+                    // The server refused the content, not the credentials
+                    // or the URL: reachable and authorized, the flow resumes.
+                    self.state.set_up();
                     tracing::error!(
                         exporter = %self.exporter, endpoint = %self.transport.endpoint(), status = %status,
                         "dropping {} samples ({} points): {status} is not retryable; receiver said: {message}", req.samples, req.points
@@ -231,13 +236,20 @@ pub fn status_message(body: &[u8]) -> Option<String> {
     RpcStatus::decode(body).ok().map(|s| s.message).filter(|m| !m.is_empty())
 }
 
-/// The spec's table: what a gRPC status means for a retry.
+/// The spec's table: what a gRPC status means for a retry. Only a status
+/// the server sent is read by its code: one the transport made (a
+/// connection reset, a GOAWAY or RST_STREAM mid-call during a collector
+/// rollout, surfacing as UNKNOWN or INTERNAL) carries its cause as
+/// `source()` and is retried whatever its code.
 pub fn classify_grpc(status: &tonic::Status) -> Attempt {
     use tonic::Code::*;
     let code = status.code();
     let name = format!("{code:?}");
     let message = status.message().to_string();
     let info = retry_info(status.details());
+    if std::error::Error::source(status).is_some() {
+        return Attempt::Retry { status: name, delay: info, message: format!("transport failure: {message}") };
+    }
     match code {
         Cancelled | DeadlineExceeded | Aborted | OutOfRange | Unavailable | DataLoss => {
             Attempt::Retry { status: name, delay: info, message }
@@ -400,6 +412,40 @@ mod tests {
         match a {
             Attempt::Retry { delay, .. } => Some(*delay),
             _ => None,
+        }
+    }
+
+    /// An error whose cause is a status, as a transport layer wraps one
+    /// (tonic then finds the status in the chain and keeps the chain).
+    #[derive(Debug)]
+    struct Wrapped(tonic::Status);
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "transport: {}", self.0.message())
+        }
+    }
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    /// A connection reset mid-call surfaces as UNKNOWN (no status in the
+    /// chain) and a reset stream as INTERNAL, both with the cause attached:
+    /// retried. The same codes sent by a server are not.
+    #[test]
+    fn transport_made_statuses_are_retried_whatever_their_code() {
+        let reset = tonic::Status::from_error(Box::new(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "connection reset by peer",
+        )));
+        assert_eq!(reset.code(), tonic::Code::Unknown);
+        assert!(is_retry(&classify_grpc(&reset)).is_some(), "{reset:?}");
+        let internal = tonic::Status::from_error(Box::new(Wrapped(tonic::Status::internal("stream reset"))));
+        assert_eq!(internal.code(), tonic::Code::Internal);
+        assert!(is_retry(&classify_grpc(&internal)).is_some(), "{internal:?}");
+        for sent in [tonic::Status::unknown("x"), tonic::Status::internal("x")] {
+            assert!(is_retry(&classify_grpc(&sent)).is_none(), "server-sent {sent:?} is not retried");
         }
     }
 

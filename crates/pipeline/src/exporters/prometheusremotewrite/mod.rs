@@ -4,9 +4,11 @@
 //! - `config.rs`: what the user configures;
 //! - `request_builder.rs`: how series become size-bounded, snappy-compressed WriteRequests;
 //! - `service.rs`: how one request is sent: headers, auth, retries and what each status means;
+//! - `elasticsearch.rs`: Elasticsearch's partial-failure answers (CONFLICT = already stored);
 //! - `sink.rs`: what drives it: sharding by series, the sending queue, consumers, self-metrics.
 
 pub mod config;
+pub mod elasticsearch;
 pub mod request_builder;
 pub mod service;
 pub mod sink;

@@ -24,6 +24,33 @@ pub enum Outcome {
     Sent,
     /// Dropped, with the `reason` label of `infertel_exporter_dropped_samples_total`.
     Dropped(&'static str),
+    /// Elasticsearch stored `delivered` samples (some perhaps earlier: the
+    /// duplicates) and refused `rejected` for their own content.
+    Partial {
+        delivered: usize,
+        rejected: usize,
+    },
+}
+
+/// The most of a response body that is read (an error page, a proxy's
+/// HTML): enough for the message, never the whole of a hostile answer.
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// The longest `Retry-After` honoured for a 429 or 503 (Elasticsearch and
+/// Mimir throttle for minutes; `max_interval` is for our own backoff).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+
+/// Reads at most [`MAX_BODY`] bytes of a response body as text.
+pub async fn capped_text(mut resp: reqwest::Response) -> String {
+    let mut buf: Vec<u8> = Vec::new();
+    while let Ok(Some(chunk)) = resp.chunk().await {
+        let room = MAX_BODY - buf.len();
+        buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if buf.len() >= MAX_BODY {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&buf).into_owned()
 }
 
 pub struct RemoteWriteService {
@@ -164,7 +191,7 @@ impl RemoteWriteService {
                         .get(reqwest::header::RETRY_AFTER)
                         .and_then(|v| v.to_str().ok())
                         .and_then(retry_after);
-                    let body = resp.text().await.unwrap_or_default();
+                    let body = capped_text(resp).await;
                     if probe::holds(&status.to_string()) {
                         if held == 0 {
                             self.state.hold(req.samples as f64);
@@ -173,18 +200,55 @@ impl RemoteWriteService {
                         self.state.pause(&probe::classify_http(status, &self.endpoint, Protocol::RemoteWrite, &body));
                         if !self.state.sleep_unless_stopping(self.state.backoff(held)).await {
                             self.state.hold(-(req.samples as f64));
-                            tracing::error!(exporter = %self.exporter, endpoint = %endpoint, "shutdown while paused: dropping {} held samples (HTTP {status})", req.samples);
-                            return Outcome::Dropped("shutdown");
+                            // The queue keeps it on disk, or counts it as
+                            // dropped (reason shutdown) in memory.
+                            tracing::warn!(exporter = %self.exporter, endpoint = %endpoint, "shutdown while paused: {} held samples not delivered (HTTP {status})", req.samples);
+                            return Outcome::Dropped(crate::exporters::queue::SHUTDOWN);
                         }
                         started = Instant::now();
                         attempt = 0;
                         continue;
+                    }
+                    // Elasticsearch answers 400 when any sample failed (429
+                    // when one was throttled: that is retried whole, and
+                    // what it had stored comes back as CONFLICT); CONFLICT
+                    // means it already had the sample (a retry or a replay).
+                    if status == 400
+                        && let Some(f) = super::elasticsearch::parse(&body)
+                    {
+                        if held > 0 {
+                            self.state.hold(-(req.samples as f64));
+                        }
+                        self.state.set_up();
+                        let total = f.total.unwrap_or(req.samples).min(req.samples);
+                        let rejected = f.others.min(total);
+                        if f.conflicts > 0 {
+                            self.telemetry
+                                .counter(
+                                    "infertel_exporter_duplicate_samples_total",
+                                    "Samples the backend already had (Elasticsearch: CONFLICT), counted as delivered too.",
+                                    &[("exporter", &self.exporter)],
+                                )
+                                .add(f.conflicts as u64);
+                            tracing::info!(exporter = %self.exporter, "{} samples were already stored (CONFLICT: a retry or a replay): counted as delivered", f.conflicts);
+                        }
+                        if rejected > 0 {
+                            tracing::error!(
+                                exporter = %self.exporter, endpoint = %endpoint, status,
+                                "dropping {rejected} of {} samples: Elasticsearch refused them ({}); receiver said: {}", req.samples, f.other_status.as_deref().unwrap_or("?"), snippet(&body)
+                            );
+                        }
+                        return Outcome::Partial { delivered: req.samples - rejected, rejected };
                     }
                     let retryable = status == 429 || status >= 500;
                     if !retryable {
                         if held > 0 {
                             self.state.hold(-(req.samples as f64));
                         }
+                        // The endpoint answered and refused the content, not
+                        // the credentials or the URL: it is reachable and
+                        // authorized, so the flow resumes.
+                        self.state.set_up();
                         tracing::error!(
                             exporter = %self.exporter, endpoint = %endpoint, status,
                             "dropping {} samples: HTTP {status}: {}; receiver said: {}", req.samples, explain_status(status, &self.endpoint), snippet(&body)
@@ -206,8 +270,9 @@ impl RemoteWriteService {
                 return Outcome::Dropped("retry_disabled");
             }
             attempt += 1;
+            // A server-given Retry-After is honoured up to five minutes.
             let wait = wait_hint
-                .map(|h| h.min(self.retry.max_interval.get()).max(self.retry.backoff(attempt)))
+                .map(|h| h.min(MAX_RETRY_AFTER).max(self.retry.backoff(attempt)))
                 .unwrap_or_else(|| self.retry.backoff(attempt));
             let max = self.retry.max_elapsed_time.get();
             if !max.is_zero() && started.elapsed() + wait > max {
@@ -229,7 +294,7 @@ impl RemoteWriteService {
         match self.attempt(req, 0).await {
             Ok(resp) => {
                 let status = resp.status().as_u16();
-                let body = resp.text().await.unwrap_or_default();
+                let body = capped_text(resp).await;
                 probe::classify_http(status, &self.endpoint, Protocol::RemoteWrite, &body)
             }
             Err(e) => probe::classify_error(&e, e.is_timeout()),

@@ -107,6 +107,12 @@ impl Deliver for RemoteWriteDeliver {
                 match self.service.send(&req).await {
                     Outcome::Sent => out.push((req.samples, None)),
                     Outcome::Dropped(reason) => out.push((req.samples, Some(reason))),
+                    Outcome::Partial { delivered, rejected } => {
+                        out.push((delivered, None));
+                        if rejected > 0 {
+                            out.push((rejected, Some("rejected")));
+                        }
+                    }
                 }
             }
             out

@@ -1,12 +1,13 @@
 //! What drives the `prometheus` receiver: per scrape config, discover
 //! targets, turn them into [`Target`]s, and keep exactly one
 //! [`ScrapeLoop`] running per live target, stopping loops (which send stale
-//! markers) when a target disappears from discovery.
+//! markers) when a target disappears from discovery; at shutdown the loops
+//! stop without markers (see [`Stop`]).
 
 use super::config::{GlobalConfig, PrometheusConfig, ScrapeConfig};
 use super::discovery::kubernetes::KubernetesDiscovery;
 use super::discovery::{TargetGroup, read_file_sd, static_groups};
-use super::scrape::{JobSettings, ScrapeAuth, ScrapeLoop};
+use super::scrape::{JobSettings, ScrapeAuth, ScrapeLoop, Stop};
 use super::target::{Populated, Target, populate};
 use crate::consumer::Consumer;
 use crate::processors::memory_limiter::Backpressure;
@@ -27,7 +28,7 @@ pub struct PrometheusReceiver {
 }
 
 struct Running {
-    stop: watch::Sender<bool>,
+    stop: watch::Sender<Stop>,
     handle: JoinHandle<()>,
 }
 
@@ -197,7 +198,7 @@ async fn run_job(
         let gone: Vec<(Labels, String)> = running.keys().filter(|k| !keys.contains(k)).cloned().collect();
         for k in gone {
             if let Some(r) = running.remove(&k) {
-                let _ = r.stop.send(true);
+                let _ = r.stop.send(Stop::TargetGone);
                 let _ = r.handle.await;
             }
         }
@@ -206,7 +207,7 @@ async fn run_job(
                 continue;
             }
             tracing::info!(receiver = %receiver, job = %t.job(), instance = %t.instance(), url = %t.url, "scraping target every {:?}", t.interval);
-            let (tx, rx) = watch::channel(false);
+            let (tx, rx) = watch::channel(Stop::Running);
             let l = ScrapeLoop {
                 target: t,
                 job: job.clone(),
@@ -228,7 +229,7 @@ async fn run_job(
         }
     }
     for (_, r) in running.drain() {
-        let _ = r.stop.send(true);
+        let _ = r.stop.send(Stop::Shutdown);
         let _ = r.handle.await;
     }
     for d in k8s {

@@ -520,7 +520,22 @@ impl TargetMetrics {
     }
 }
 
-/// Drives one target until `stop` turns true.
+/// Why a scrape loop stops, which decides whether its series get
+/// staleness markers, as in Prometheus: a target that went away (dropped by
+/// discovery, its job removed) ends its series now; an agent that stops or
+/// reloads writes none, so that a restarted or rolled agent continues every
+/// series without a gap (Prometheus skips its end-of-run markers when the
+/// scrape manager stops and for loops a reload replaces).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    Running,
+    /// The target left discovery: staleness markers for its series.
+    TargetGone,
+    /// The agent stops or reloads: no markers.
+    Shutdown,
+}
+
+/// Drives one target until `stop` leaves [`Stop::Running`].
 pub struct ScrapeLoop {
     pub target: Target,
     pub job: Arc<JobSettings>,
@@ -538,7 +553,7 @@ impl ScrapeLoop {
         Duration::from_nanos(self.target.hash() % iv)
     }
 
-    pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
+    pub async fn run(mut self, mut stop: watch::Receiver<Stop>) {
         let (job, instance) = (self.target.job().to_string(), self.target.instance().to_string());
         let m = TargetMetrics {
             scraped: self.telemetry.counter(
@@ -576,7 +591,7 @@ impl ScrapeLoop {
                 _ = ticker.tick() => {}
                 _ = stop.changed() => break,
             }
-            if *stop.borrow() {
+            if *stop.borrow() != Stop::Running {
                 break;
             }
             // Backpressure: not a failed scrape (no up=0, no stale markers),
@@ -598,6 +613,12 @@ impl ScrapeLoop {
             body_pool::give(buf);
             self.next.consume(batch).await;
         }
+        let l = [("receiver", m.receiver.as_str()), ("job", m.job.as_str()), ("instance", m.instance.as_str())];
+        self.telemetry.remove("infertel_receiver_target_up", &l);
+        // A closed channel (the receiver itself went away) is a shutdown.
+        if *stop.borrow() != Stop::TargetGone {
+            return;
+        }
         // The target went away: its series and report series end now.
         let ts = now_ms();
         let mut series = cache.stale_all(ts);
@@ -614,8 +635,6 @@ impl ScrapeLoop {
             });
         }
         self.next.consume(Batch { series, metadata: Vec::new() }).await;
-        let l = [("receiver", m.receiver.as_str()), ("job", m.job.as_str()), ("instance", m.instance.as_str())];
-        self.telemetry.remove("infertel_receiver_target_up", &l);
     }
 
     async fn fetch(&self, buf: &mut Vec<u8>) -> Result<Option<String>, ScrapeFailure> {

@@ -16,7 +16,7 @@
 mod support;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use support::elasticsearch::{FakeElasticsearch, Fault};
 use support::*;
@@ -314,4 +314,188 @@ fn a_restart_writes_no_staleness_marker() {
         .map(|s| s.labels.to_string())
         .collect();
     assert!(stale.is_empty(), "no staleness marker across the restart: {stale:?}");
+}
+
+/// No configured secret appears in any log line or on `/metrics`, across
+/// startup, a 401 pause, 500 retries, a 400 drop and shutdown: credentials
+/// in the URL's userinfo, in headers (`X-API-Key`, `X-Auth-Token`, a bare
+/// `Authorization`), basic auth and a bearer token, for remote write and
+/// OTLP/HTTP (whose endpoint is logged on every retry and drop).
+#[test]
+fn secrets_never_reach_logs_or_metrics() {
+    let targets = Targets::start();
+    targets.set_counter("/c", "c", SERIES);
+    // Probes (empty requests): 401 three times, then accepted. Requests
+    // with data: 500 twice (retried), 400 once (dropped), then accepted.
+    let (probes, sends) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let rx = RwReceiver::start_with(Arc::new(move |_, series| {
+        let s = if series.is_empty() {
+            if probes.fetch_add(1, Ordering::SeqCst) < 3 { 401 } else { 204 }
+        } else {
+            match sends.fetch_add(1, Ordering::SeqCst) {
+                0 | 1 => 500,
+                2 => 400,
+                _ => 204,
+            }
+        };
+        (s, Duration::ZERO)
+    }));
+    let secrets =
+        ["hunter2-userinfo", "key-9f8e7d6c5b", "tok-1a2b3c4d5e", "bare-authz-77aa", "pw-basic-4242", "bearer-tok-5151"];
+    let rw = rx.url().replace("http://", "http://writer:hunter2-userinfo@");
+    let cfg = format!(
+        r#"
+receivers:
+  prometheus:
+    config:
+      global: {{scrape_interval: 250ms, scrape_timeout: 250ms}}
+      scrape_configs:
+        - job_name: t
+          metrics_path: /c
+          static_configs: [{{targets: ['{target}']}}]
+exporters:
+  prometheusremotewrite:
+    endpoint: {rw}
+    startup_check: warn
+    headers: {{X-API-Key: key-9f8e7d6c5b, X-Auth-Token: tok-1a2b3c4d5e}}
+    retry_on_failure: {{initial_interval: 100ms, max_interval: 200ms}}
+  prometheusremotewrite/basic:
+    endpoint: {rwb}
+    startup_check: warn
+    auth: {{authenticator: basicauth/x}}
+    retry_on_failure: {{initial_interval: 100ms, max_interval: 200ms}}
+  otlphttp:
+    endpoint: http://otel:pw-basic-4242@127.0.0.1:{closed}/otlp?token=bearer-tok-5151
+    headers: {{Authorization: bare-authz-77aa}}
+    retry_on_failure: {{initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 1s}}
+    startup_check: warn
+  prometheusremotewrite/token:
+    endpoint: http://127.0.0.1:{closed}/api/v1/write
+    auth: {{authenticator: bearertokenauth/t}}
+    startup_check: warn
+    retry_on_failure: {{initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 1s}}
+extensions:
+  basicauth/x: {{client_auth: {{username: u, password: pw-basic-4242}}}}
+  bearertokenauth/t: {{token: bearer-tok-5151}}
+service:
+  extensions: [basicauth/x, bearertokenauth/t]
+  shutdown_timeout: 3s
+  pipelines:
+    metrics:
+      receivers: [prometheus]
+      exporters: [prometheusremotewrite, prometheusremotewrite/basic, otlphttp, prometheusremotewrite/token]
+  telemetry: {{metrics: {{address: "{{{{TELEMETRY}}}}"}}}}
+"#,
+        target = targets.addr,
+        rwb = rx.url(),
+        closed = free_port(),
+    );
+    let mut agent = Agent::start(&cfg);
+    wait_until("the 400 and some accepted requests", Duration::from_secs(30), || {
+        (rx.received().len() > 12).then_some(())
+    });
+    // Let the closed-port exporters retry and drop a few times.
+    std::thread::sleep(Duration::from_secs(2));
+    let (code, metrics) = http_get(&agent.metrics_url()).unwrap();
+    assert_eq!(code, 200);
+    assert_eq!(agent.proc.terminate(Duration::from_secs(20)), Some(0));
+    let log = agent.proc.log_text();
+    assert!(log.contains("401") || log.contains("unauthorized"), "the 401 was logged:\n{log}");
+    assert!(log.contains("dropping"), "a drop was logged:\n{log}");
+    for s in secrets {
+        for (i, line) in log.lines().enumerate() {
+            assert!(!line.contains(s), "log line {i} shows {s}: {line}");
+        }
+        assert!(!metrics.contains(s), "/metrics shows {s}");
+    }
+    println!(
+        "secrets: {} log lines and {} bytes of /metrics checked for {} secrets",
+        log.lines().count(),
+        metrics.len(),
+        secrets.len()
+    );
+}
+
+/// SIGTERM during a reload is not lost: the agent exits within
+/// `shutdown_timeout` (3 s here) instead of starting the new config and
+/// running on. The reload is slowed by a receiver that answers each request
+/// after 1.5 s, so the old pipeline is still stopping when SIGTERM comes.
+#[test]
+fn sigterm_during_a_reload_exits() {
+    let targets = Targets::start();
+    targets.set_counter("/c", "c", SERIES);
+    let rx = RwReceiver::start(Arc::new(|_| (204, Duration::from_millis(1500))));
+    let agent = Agent::start(
+        &config(&targets.addr.to_string(), &rx.url(), "", "").replace("shutdown_timeout: 5s", "shutdown_timeout: 3s"),
+    );
+    wait_until("requests in flight", Duration::from_secs(20), || (!rx.received().is_empty()).then_some(()));
+    let mut agent = agent;
+    agent.reload();
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = Instant::now();
+    let code = agent.proc.terminate(Duration::from_secs(10));
+    let took = t0.elapsed();
+    println!("SIGTERM 300 ms into a reload: exited with {code:?} after {took:?}");
+    assert_eq!(code, Some(0), "exited cleanly:\n{}", agent.proc.log_text());
+    assert!(took < Duration::from_secs(7), "within shutdown_timeout and a margin: {took:?}");
+    assert!(
+        agent.proc.log_text().contains("signal received during the reload"),
+        "the reload gave way to the signal:\n{}",
+        agent.proc.log_text()
+    );
+}
+
+/// Requests over Elasticsearch's size limit (413) are split in halves and
+/// re-sent: every sample of 200 series arrives; a single series still too
+/// large (a 6 kB label) is dropped alone, counted as `too_large`.
+#[test]
+fn too_large_requests_are_split_not_dropped() {
+    let targets = Targets::start();
+    targets.set_counter("/c", "c", 200);
+    // An incompressible 6 kB label (snappy would shrink a run of one letter).
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let blob: String = (0..6000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from(b"0123456789abcdef"[(x % 16) as usize])
+        })
+        .collect();
+    let big = format!("# TYPE huge gauge\nhuge{{blob=\"{blob}\"}} 1\n");
+    targets.set("/big", TEXT_004, big);
+    // 413 above 1.5 kB of (snappy) body: a scrape of 200 counter series is
+    // several times that, one series far less, the 6 kB label far more.
+    let es = FakeElasticsearch::start(Arc::new(|_| Fault::None), Some(1500));
+    let cfg = config(
+        &targets.addr.to_string(),
+        &es.url("vllm", "inference"),
+        "    max_batch_size_bytes: 1MiB\n    sending_queue: {num_consumers: 1}",
+        "",
+    )
+    .replace("        - job_name: t\n", &format!("        - job_name: big\n          metrics_path: /big\n          static_configs: [{{targets: ['{}']}}]\n        - job_name: t\n", targets.addr));
+    let agent = Agent::start(&cfg);
+    wait_until("8 scrapes of 200 series stored", Duration::from_secs(30), || {
+        let s = es.store.lock().unwrap();
+        let full = s.values.iter().filter(|(k, _)| k.starts_with("c{")).filter(|(_, v)| v.len() >= 8).count();
+        (full == 200).then_some(())
+    });
+    let m = agent.self_metrics();
+    let too_large = m.sum("infertel_exporter_dropped_samples_total", &[("reason", "too_large")]);
+    let rejected = m.sum("infertel_exporter_dropped_samples_total", &[("reason", "rejected")]);
+    let answers = es.store.lock().unwrap().answers.clone();
+    let n413 = answers.iter().filter(|a| **a == 413).count();
+    println!("413 split: {n413} requests refused as too large, too_large dropped {too_large}, rejected {rejected}");
+    assert!(n413 > 0, "the receiver refused some requests as too large");
+    assert_eq!(rejected, 0.0);
+    assert!(too_large >= 1.0, "the single oversized series is dropped and counted");
+    // Each counter series: every value 1..=n stored, once.
+    let s = es.store.lock().unwrap();
+    for (k, v) in s.values.iter().filter(|(k, _)| k.starts_with("c{")) {
+        let mut vals: Vec<u64> = v.iter().map(|(_, x)| *x as u64).collect();
+        vals.sort_unstable();
+        let n = *vals.last().unwrap();
+        assert_eq!(vals, (1..=n).collect::<Vec<_>>(), "{k}: every scrape stored once");
+    }
+    assert!(!s.values.keys().any(|k| k.starts_with("huge{")), "the oversized series never got in");
 }

@@ -97,7 +97,9 @@ fn bench(c: &mut Criterion) {
     md.clear();
     build_series(BODY, None, ts + 1, &t, &j, &mut cache, &mut series, &mut md, true).expect("fixture");
     let mut rb = RequestBuilder::new(3_000_000, false, vec![]);
-    g.bench_function("request_build", |b| b.iter(|| rb.build(black_box(series.clone()), &[]).map(|r| r.len())));
+    g.bench_function("request_build", |b| {
+        b.iter(|| rb.build(black_box(series.clone()), &[]).map(|r| r.requests.len()))
+    });
     let mut store = infertel_otlp::MetadataStore::default();
     store.update(&md);
     let targets = infertel_otlp::TargetInfo::default();

@@ -88,7 +88,7 @@ fn main() {
             series = batch.series;
             series.extend(derived.series);
         }
-        total += rb.build(series, &[]).expect("encodes").iter().map(|r| r.body.len()).sum::<usize>();
+        total += rb.build(series, &[]).expect("encodes").requests.iter().map(|r| r.body.len()).sum::<usize>();
     }
     println!("{n} scrapes, {total} bytes of requests");
 }

@@ -410,6 +410,7 @@ impl Service {
         }
         let _ = recv_stop_tx.send(true);
         let aborts: Vec<_> = exporter_tasks.iter().map(|t| t.abort_handle()).collect();
+        let prober_aborts: Vec<_> = probers.iter().map(|t| t.abort_handle()).collect();
         let ordered = async {
             for t in receiver_tasks {
                 let _ = t.await;
@@ -441,7 +442,12 @@ impl Service {
                 self.shutdown_timeout
             );
             let _ = exp_stop_tx.send(true);
-            for a in &aborts {
+            // Nothing of this pipeline runs on after it (a reload starts
+            // the next one): exporters, their consumers, the probers.
+            for st in &self.readiness.exporters {
+                st.stop();
+            }
+            for a in aborts.iter().chain(&prober_aborts) {
                 a.abort();
             }
             for x in &rw {

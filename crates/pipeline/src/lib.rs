@@ -15,6 +15,7 @@ pub mod graph;
 pub mod http;
 pub mod processors;
 pub mod receivers;
+pub mod secrets;
 pub mod self_otlp;
 pub mod telemetry;
 

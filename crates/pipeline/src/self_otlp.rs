@@ -309,7 +309,8 @@ struct Counted {
 
 impl Counted {
     fn new(inner: opentelemetry_otlp::MetricExporter, o: &OtlpPushConfig, t: &crate::Telemetry) -> Counted {
-        let endpoint = endpoint_url(o).unwrap_or_else(|_| o.endpoint.clone());
+        // A label: never the userinfo or a credential in the query.
+        let endpoint = crate::exporters::probe::redact_url(&endpoint_url(o).unwrap_or_else(|_| o.endpoint.clone()));
         const NAME: &str = "infertel_self_telemetry_exports_total";
         const HELP: &str =
             "Exports of the agent's own metrics over OTLP (service.telemetry.metrics.readers), by result.";

@@ -343,7 +343,8 @@ impl Telemetry {
                 }
             }
         }
-        out
+        // No configured secret in any label value (an endpoint, a header).
+        crate::secrets::scrub(&out).into_owned()
     }
 }
 

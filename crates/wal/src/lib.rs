@@ -148,11 +148,28 @@ fn scan(seq: u64, data: &[u8]) -> (Vec<RecordInfo>, u64) {
     (records, off as u64)
 }
 
+/// Files the log creates are the user's alone (0600).
+fn private(o: &mut OpenOptions) -> &mut OpenOptions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600);
+    }
+    o
+}
+
 impl Log {
     /// Opens (creating) the log in `dir`; fails if another process holds it.
     pub fn open(dir: &Path, opts: Options) -> io::Result<(Log, Recovery)> {
+        // The queue holds scraped labels and values: readable by this user
+        // only (0700 folder, 0600 files), whatever the umask.
         std::fs::create_dir_all(dir)?;
-        let lock = OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("LOCK"))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+        let lock = private(OpenOptions::new().create(true).truncate(false).write(true)).open(dir.join("LOCK"))?;
         match lock.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
@@ -239,7 +256,7 @@ impl Log {
         };
         if rotate {
             let seq = self.segments.back().map(|s| s.seq + 1).unwrap_or(self.acked.seq.max(1));
-            let f = OpenOptions::new().create(true).append(true).open(self.dir.join(seg_name(seq)))?;
+            let f = private(OpenOptions::new().create(true).append(true)).open(self.dir.join(seg_name(seq)))?;
             if self.opts.fsync {
                 sync_dir(&self.dir);
             }
@@ -432,7 +449,7 @@ fn write_ack(dir: &Path, pos: Position, fsync: bool) -> io::Result<()> {
     let crc = crc32fast::hash(&data);
     data.extend_from_slice(&crc.to_le_bytes());
     let tmp = dir.join("ack.tmp");
-    let mut f = File::create(&tmp)?;
+    let mut f = private(OpenOptions::new().create(true).write(true).truncate(true)).open(&tmp)?;
     f.write_all(&data)?;
     if fsync {
         f.sync_data()?;

@@ -228,3 +228,31 @@ fn corrupt_ack_file_replays_everything() {
     assert_eq!(r.records, 3, "at-least-once: a bad ack replays more, never less");
     assert_eq!(read_all(&mut log), [0, 1, 2]);
 }
+
+/// The queue holds scraped labels and values: its folder is 0700 and every
+/// file it writes 0600, whatever the umask (issue 12, secrets).
+#[cfg(unix)]
+#[test]
+fn folder_and_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let q = d.path().join("queue");
+    std::fs::create_dir_all(&q).unwrap();
+    std::fs::set_permissions(&q, std::fs::Permissions::from_mode(0o755)).unwrap();
+    {
+        let (mut log, _) = Log::open(&q, opts(200, 0)).unwrap();
+        for i in 0..10 {
+            log.append(&rec(i, 50)).unwrap();
+        }
+        let got = log.read(1 << 20, |_, _| true).unwrap();
+        let (info, _) = got.last().unwrap();
+        log.ack(info.end()).unwrap();
+    }
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&q), 0o700, "queue folder");
+    let files: Vec<PathBuf> = std::fs::read_dir(&q).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(files.len() >= 3, "segments, LOCK and ack: {files:?}");
+    for f in files {
+        assert_eq!(mode(&f), 0o600, "{}", f.display());
+    }
+}

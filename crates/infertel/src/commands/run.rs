@@ -75,29 +75,87 @@ enum Event {
     Reload(&'static str),
 }
 
-async fn next_event(watch_config: Option<&Path>, last: &mut Option<Vec<u8>>) -> Event {
+/// SIGTERM, SIGINT and SIGHUP, listened to once for the life of the
+/// process: tokio keeps a signal that arrives while nobody awaits it only
+/// for a listener that already exists, so one made per event would lose a
+/// SIGTERM sent during a reload.
+struct Signals {
     #[cfg(unix)]
-    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-    loop {
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    hup: Option<tokio::signal::unix::Signal>,
+}
+
+/// Resolves when `s` receives its signal (never without a listener).
+#[cfg(unix)]
+async fn on(s: &mut Option<tokio::signal::unix::Signal>) {
+    match s {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
+impl Signals {
+    fn new() -> Self {
         #[cfg(unix)]
-        let hup_recv = async {
-            match hup.as_mut() {
-                Some(h) => {
-                    h.recv().await;
-                }
-                None => std::future::pending::<()>().await,
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Signals {
+                term: signal(SignalKind::terminate()).ok(),
+                int: signal(SignalKind::interrupt()).ok(),
+                hup: signal(SignalKind::hangup()).ok(),
             }
-        };
+        }
         #[cfg(not(unix))]
-        let hup_recv = std::future::pending::<()>();
+        Signals {}
+    }
+
+    /// Resolves on SIGTERM or SIGINT.
+    async fn stop(&mut self) {
+        #[cfg(unix)]
         tokio::select! {
-            _ = super::shutdown_signal() => return Event::Stop,
-            _ = hup_recv => return Event::Reload("SIGHUP"),
-            _ = tokio::time::sleep(std::time::Duration::from_secs(1)), if watch_config.is_some() => {
-                let now = watch_config.and_then(|p| std::fs::read(p).ok());
-                if now.is_some() && now != *last {
-                    *last = now;
-                    return Event::Reload("config file changed");
+            _ = on(&mut self.term) => {}
+            _ = on(&mut self.int) => {}
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+
+    /// The next event: a stop signal (first when several are pending), a
+    /// SIGHUP, or a change of the watched config file.
+    async fn next(&mut self, watch_config: Option<&Path>, last: &mut Option<Vec<u8>>) -> Event {
+        loop {
+            #[cfg(unix)]
+            let hup = on(&mut self.hup);
+            #[cfg(not(unix))]
+            let hup = std::future::pending::<()>();
+            #[cfg(unix)]
+            let stop = async {
+                tokio::select! {
+                    _ = on(&mut self.term) => {}
+                    _ = on(&mut self.int) => {}
+                }
+            };
+            #[cfg(not(unix))]
+            let stop = async {
+                let _ = tokio::signal::ctrl_c().await;
+            };
+            tokio::select! {
+                biased;
+                _ = stop => return Event::Stop,
+                _ = hup => return Event::Reload("SIGHUP"),
+                _ = tokio::time::sleep(std::time::Duration::from_secs(1)), if watch_config.is_some() => {
+                    let now = watch_config.and_then(|p| std::fs::read(p).ok());
+                    if now.is_some() && now != *last {
+                        *last = now;
+                        return Event::Reload("config file changed");
+                    }
                 }
             }
         }
@@ -128,6 +186,7 @@ async fn serve_reloading(service: Service, reload: Option<(&Path, bool)>) -> u8 
     let reloads_failed =
         telemetry.counter("infertel_config_reloads_total", "Config reloads, by result.", &[("result", "failure")]);
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "infertel started");
+    let mut signals = Signals::new();
     let (mut tx, rx) = watch::channel(false);
     let mut task = tokio::spawn(service.run(None, rx));
     let path = reload.map(|(p, _)| p);
@@ -135,7 +194,7 @@ async fn serve_reloading(service: Service, reload: Option<(&Path, bool)>) -> u8 
     let mut last = watched.and_then(|p| std::fs::read(p).ok());
     let mut current_text = path.and_then(|p| std::fs::read_to_string(p).ok());
     loop {
-        let why = match next_event(watched, &mut last).await {
+        let why = match signals.next(watched, &mut last).await {
             Event::Stop => break,
             Event::Reload(why) => why,
         };
@@ -161,9 +220,21 @@ async fn serve_reloading(service: Service, reload: Option<(&Path, bool)>) -> u8 
             }
         };
         // The new pipeline is built: stop the old one (its queues stay on
-        // disk), then start the new one on them.
+        // disk), then start the new one on them. A SIGTERM meanwhile ends
+        // the reload: the old pipeline finishes stopping and the agent exits.
         let _ = tx.send(true);
-        let _ = (&mut task).await;
+        let stopped_by_signal = tokio::select! {
+            _ = &mut task => false,
+            _ = signals.stop() => true,
+        };
+        if stopped_by_signal {
+            tracing::info!("signal received during the reload: exiting instead of starting the new config");
+            let _ = (&mut task).await;
+            if let Some(s) = server {
+                s.abort();
+            }
+            return exit::OK;
+        }
         // The old pipeline released the health_check port: the new one takes it.
         if let Err(e) = new.bind_health().await {
             tracing::error!("reload: {e}");

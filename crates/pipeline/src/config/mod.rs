@@ -258,6 +258,10 @@ pub struct Refused {
 /// Parses, expands and validates a config; `origin` names the file in messages.
 pub fn load_str(origin: &str, text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, Refused> {
     let (expanded, mut warnings) = env::expand(origin, text, lookup);
+    // The secrets it holds are hidden from every log line and /metrics.
+    if let Ok(v) = serde_yaml::from_str::<serde_yaml::Value>(&expanded) {
+        crate::secrets::register_config(&v);
+    }
     let config: Config = match serde_yaml::from_str(&expanded) {
         Ok(c) => c,
         Err(e) => return Err(Refused { errors: vec![yaml_issue(origin, &e)], warnings }),

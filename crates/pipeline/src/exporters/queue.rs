@@ -41,6 +41,15 @@ use tokio::sync::{Notify, watch};
 /// sent, `(samples, Some(reason))` dropped for `reason`.
 pub type Delivered = Vec<(usize, Option<&'static str>)>;
 
+/// Aborts the task when dropped (a task owned by the future that spawned it).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// The outcome reason of a request still held when shutdown began.
 pub const SHUTDOWN: &str = "shutdown";
 
@@ -153,6 +162,11 @@ impl<D: Deliver> SendingQueue<D> {
             return Ok(());
         };
         if !self.cfg.enabled {
+            return Ok(());
+        }
+        // Opened once per process: `run` opens what the caller has not, and
+        // a second open of the same folder would find its own lock held.
+        if self.shards.iter().any(|s| s.disk.lock().unwrap_or_else(|p| p.into_inner()).is_some()) {
             return Ok(());
         }
         let n = self.shards.len();
@@ -399,12 +413,15 @@ impl<D: Deliver> SendingQueue<D> {
         if !self.cfg.enabled {
             return;
         }
-        let mut tasks = Vec::new();
+        // Owned by this future: when a shutdown or reload that ran out of
+        // time aborts it, the consumers and the gauge loop go with it
+        // instead of running on (and zeroing a new pipeline's gauges).
+        let mut tasks = tokio::task::JoinSet::new();
         let flush = self.cfg.flush_timeout.get();
         for i in 0..self.shards.len() {
             let me = self.clone();
             let mut stop = stop.clone();
-            tasks.push(tokio::spawn(async move {
+            tasks.spawn(async move {
                 let shard = me.shards[i].clone();
                 let mut state = me.deliver.new_state();
                 loop {
@@ -455,22 +472,20 @@ impl<D: Deliver> SendingQueue<D> {
                         _ = stop.changed() => {}
                     }
                 }
-            }));
+            });
         }
         let gauges = self.is_persistent().then(|| {
             let me = self.clone();
-            tokio::spawn(async move {
+            AbortOnDrop(tokio::spawn(async move {
                 loop {
                     me.update_disk_gauges();
                     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 }
-            })
+            }))
         });
-        for t in tasks {
-            let _ = t.await;
-        }
+        while tasks.join_next().await.is_some() {}
         if let Some(g) = gauges {
-            g.abort();
+            drop(g);
             self.update_disk_gauges();
         }
         // Paused at shutdown: what is still queued in memory is counted as

@@ -114,7 +114,7 @@ impl<T: Transport> Sender<T> {
                             .add(p.rejected_data_points.max(0) as u64);
                         if p.rejected_data_points > 0 {
                             tracing::warn!(
-                                exporter = %self.exporter, endpoint = %self.transport.endpoint(),
+                                exporter = %self.exporter, endpoint = %self.state.endpoint,
                                 "partial success: the backend rejected {} of {} data points (not retried): {}", p.rejected_data_points, req.points, p.error_message
                             );
                         } else {
@@ -154,14 +154,14 @@ impl<T: Transport> Sender<T> {
                     // or the URL: reachable and authorized, the flow resumes.
                     self.state.set_up();
                     tracing::error!(
-                        exporter = %self.exporter, endpoint = %self.transport.endpoint(), status = %status,
-                        "dropping {} samples ({} points): {status} is not retryable; receiver said: {message}", req.samples, req.points
+                        exporter = %self.exporter, endpoint = %self.state.endpoint, status = %status,
+                        "dropping {} samples ({} points): {status} is not retryable; receiver said: {}", req.samples, req.points, probe::redact_text(&message)
                     );
                     return Some("rejected");
                 }
                 Attempt::Retry { status, delay, message } => {
                     self.failed(&status);
-                    tracing::warn!(exporter = %self.exporter, endpoint = %self.transport.endpoint(), status = %status, attempt, "OTLP export failed, will retry: {message}");
+                    tracing::warn!(exporter = %self.exporter, endpoint = %self.state.endpoint, status = %status, attempt, "OTLP export failed, will retry: {message}");
                     delay
                 }
             };
@@ -178,7 +178,7 @@ impl<T: Transport> Sender<T> {
             if !max.is_zero() && started.elapsed() + wait > max {
                 release(held);
                 tracing::error!(
-                    exporter = %self.exporter, endpoint = %self.transport.endpoint(),
+                    exporter = %self.exporter, endpoint = %self.state.endpoint,
                     "dropping {} samples: still failing after {:?} ({} attempts; retry_on_failure.max_elapsed_time)", req.samples, started.elapsed(), attempt
                 );
                 return Some("retries_exhausted");
@@ -363,7 +363,9 @@ impl GrpcTransport {
                             r.metadata_mut().insert(k, v);
                         }
                     }
-                    Err(e) => tracing::error!(endpoint = %self.endpoint, "authenticator: {}", probe::redact_text(&e)),
+                    Err(e) => {
+                        tracing::error!(endpoint = %probe::redact_url(&self.endpoint), "authenticator: {}", probe::redact_text(&e))
+                    }
                 }
             }
             let mut client = self

@@ -13,6 +13,15 @@ use std::time::{Duration, Instant};
 pub struct Request {
     pub body: bytes::Bytes,
     pub samples: usize,
+    /// The series it holds, as indices into the built list (see
+    /// [`Built`]), so that a request refused as too large can be split.
+    pub range: std::ops::Range<usize>,
+}
+
+/// Requests and the series they were encoded from (external labels added).
+pub struct Built {
+    pub series: Vec<Series>,
+    pub requests: Vec<Request>,
 }
 
 pub struct RequestBuilder {
@@ -69,22 +78,30 @@ impl RequestBuilder {
 
     /// Encodes `series` into one or more requests. The error (a series too
     /// large for a snappy block, over 4 GiB) carries the samples lost.
-    pub fn build(&mut self, series: Vec<Series>, metadata: &[Metadata]) -> Result<Vec<Request>, (usize, String)> {
+    pub fn build(&mut self, series: Vec<Series>, metadata: &[Metadata]) -> Result<Built, (usize, String)> {
         let series = self.with_external(series);
         let meta = self.fresh_metadata(metadata);
         let mut out = Vec::new();
         let r = self.encoder.encode_chunked(&series, &meta, self.max_bytes, |range, body| {
-            let samples = series[range].iter().map(|s| s.samples.len()).sum();
-            out.push(Request { body: bytes::Bytes::copy_from_slice(body), samples });
+            let samples = series[range.clone()].iter().map(|s| s.samples.len()).sum();
+            out.push(Request { body: bytes::Bytes::copy_from_slice(body), samples, range });
         });
         match r {
-            Ok(()) => Ok(out),
+            Ok(()) => Ok(Built { series, requests: out }),
             Err(e) => {
                 let sent: usize = out.iter().map(|r| r.samples).sum();
                 let total: usize = series.iter().map(|s| s.samples.len()).sum();
                 Err((total - sent, e.to_string()))
             }
         }
+    }
+
+    /// One request of `series[range]` (no metadata: it rode with the
+    /// request that is being split), for resending a half.
+    pub fn encode_range(&mut self, series: &[Series], range: std::ops::Range<usize>) -> Request {
+        let samples = series[range.clone()].iter().map(|s| s.samples.len()).sum();
+        let body = bytes::Bytes::copy_from_slice(self.encoder.encode(&series[range.clone()], &[]));
+        Request { body, samples, range }
     }
 }
 
@@ -120,7 +137,7 @@ mod tests {
         // Series 0 has the value 0.0, which protobuf leaves out: size from series 1.
         let one = series_size(&series(2)[1]);
         let mut b = RequestBuilder::new(one * 10, false, vec![]);
-        let reqs = b.build(series(95), &[]).unwrap();
+        let reqs = b.build(series(95), &[]).unwrap().requests;
         assert_eq!(reqs.len(), 10, "ten full requests of ten, and five left");
         let mut got = Vec::new();
         for r in &reqs {
@@ -136,21 +153,24 @@ mod tests {
     #[test]
     fn a_series_bigger_than_the_limit_still_goes_out_alone() {
         let mut b = RequestBuilder::new(1, false, vec![]);
-        assert_eq!(b.build(series(3), &[]).unwrap().len(), 3);
+        assert_eq!(b.build(series(3), &[]).unwrap().requests.len(), 3);
     }
 
     #[test]
     fn metadata_rides_once_a_minute_and_only_when_asked() {
         let mut b = RequestBuilder::new(1 << 20, true, vec![]);
-        let first = infertel_remote_write::decode(&b.build(series(2), &meta()).unwrap()[0].body).unwrap();
+        let first = infertel_remote_write::decode(&b.build(series(2), &meta()).unwrap().requests[0].body).unwrap();
         assert_eq!(first.metadata.len(), 1);
         assert_eq!(first.metadata[0].metric_family_name, "vllm:num_requests_running");
         assert_eq!(first.metadata[0].help, "Running.");
-        let again = infertel_remote_write::decode(&b.build(series(2), &meta()).unwrap()[0].body).unwrap();
+        let again = infertel_remote_write::decode(&b.build(series(2), &meta()).unwrap().requests[0].body).unwrap();
         assert!(again.metadata.is_empty(), "not resent within a minute");
         let mut off = RequestBuilder::new(1 << 20, false, vec![]);
         assert!(
-            infertel_remote_write::decode(&off.build(series(2), &meta()).unwrap()[0].body).unwrap().metadata.is_empty()
+            infertel_remote_write::decode(&off.build(series(2), &meta()).unwrap().requests[0].body)
+                .unwrap()
+                .metadata
+                .is_empty()
         );
     }
 
@@ -158,7 +178,7 @@ mod tests {
     fn external_labels_fill_in_but_never_override() {
         let mut b =
             RequestBuilder::new(1 << 20, false, vec![Label::new("cluster", "gpu-a"), Label::new("pod", "nope")]);
-        let w = infertel_remote_write::decode(&b.build(series(1), &[]).unwrap()[0].body).unwrap();
+        let w = infertel_remote_write::decode(&b.build(series(1), &[]).unwrap().requests[0].body).unwrap();
         let (s, _) = infertel_remote_write::to_model(&w);
         assert_eq!(s[0].labels.get("cluster"), Some("gpu-a"));
         assert_eq!(s[0].labels.get("pod"), Some("vllm-000"));

@@ -30,6 +30,8 @@ pub enum Outcome {
         delivered: usize,
         rejected: usize,
     },
+    /// 413: the receiver refused the request's size; the caller splits it.
+    TooLarge,
 }
 
 /// The most of a response body that is read (an error page, a proxy's
@@ -101,7 +103,9 @@ pub fn explain_status(status: u16, endpoint: &str) -> &'static str {
         405 => {
             "the URL does not accept POST: wrong path (a UI, query or health URL rather than the write endpoint; Prometheus: /api/v1/write)"
         }
-        413 => "request too large: lower max_batch_size_bytes",
+        413 => {
+            "request too large: split in halves and re-sent; lower max_batch_size_bytes (Elasticsearch: http.max_protobuf_expanded_content_length)"
+        }
         415 => {
             "the receiver does not accept Remote-Write 1.0 (protobuf + snappy, X-Prometheus-Remote-Write-Version 0.1.0): check the receiver speaks remote write 1.0 at this path"
         }
@@ -239,6 +243,13 @@ impl RemoteWriteService {
                             );
                         }
                         return Outcome::Partial { delivered: req.samples - rejected, rejected };
+                    }
+                    if status == 413 {
+                        if held > 0 {
+                            self.state.hold(-(req.samples as f64));
+                        }
+                        self.state.set_up();
+                        return Outcome::TooLarge;
                     }
                     let retryable = status == 429 || status >= 500;
                     if !retryable {

@@ -96,14 +96,18 @@ impl Deliver for RemoteWriteDeliver {
     ) -> BoxFuture<'a, Delivered> {
         Box::pin(async move {
             let mut out = Vec::new();
-            let requests = match builder.build(batch.series, &batch.metadata) {
+            let built = match builder.build(batch.series, &batch.metadata) {
                 Ok(r) => r,
                 Err((lost, e)) => {
                     tracing::error!(exporter = %self.service.exporter, "dropping {lost} samples: cannot encode the request: {e}");
                     return vec![(lost, Some("encode"))];
                 }
             };
-            for req in requests {
+            // Requests refused as too large (413) are split in halves and
+            // re-sent, down to one series; a single series still too large
+            // is dropped, counted, and named.
+            let mut pending: Vec<Request> = built.requests.into_iter().rev().collect();
+            while let Some(req) = pending.pop() {
                 match self.service.send(&req).await {
                     Outcome::Sent => out.push((req.samples, None)),
                     Outcome::Dropped(reason) => out.push((req.samples, Some(reason))),
@@ -112,6 +116,17 @@ impl Deliver for RemoteWriteDeliver {
                         if rejected > 0 {
                             out.push((rejected, Some("rejected")));
                         }
+                    }
+                    Outcome::TooLarge if req.range.len() > 1 => {
+                        let mid = req.range.start + req.range.len() / 2;
+                        tracing::warn!(exporter = %self.service.exporter, "HTTP 413 for a request of {} series ({} bytes): splitting it in halves", req.range.len(), req.body.len());
+                        pending.push(builder.encode_range(&built.series, mid..req.range.end));
+                        pending.push(builder.encode_range(&built.series, req.range.start..mid));
+                    }
+                    Outcome::TooLarge => {
+                        let name = built.series.get(req.range.start).map(|s| s.labels.to_string()).unwrap_or_default();
+                        tracing::error!(exporter = %self.service.exporter, "dropping {} samples: HTTP 413 for a single series ({} bytes): {name}", req.samples, req.body.len());
+                        out.push((req.samples, Some("too_large")));
                     }
                 }
             }
@@ -125,7 +140,7 @@ impl Deliver for RemoteWriteDeliver {
     fn probe(&self, canary: bool) -> BoxFuture<'_, ProbeResult> {
         Box::pin(async move {
             let mut enc = infertel_remote_write::Encoder::new();
-            let empty = Request { body: bytes::Bytes::copy_from_slice(enc.encode(&[], &[])), samples: 0 };
+            let empty = Request { body: bytes::Bytes::copy_from_slice(enc.encode(&[], &[])), samples: 0, range: 0..0 };
             let r = self.service.probe_once(&empty).await;
             if !canary || !r.is_ok() {
                 return r;
@@ -140,9 +155,9 @@ impl Deliver for RemoteWriteDeliver {
                 samples: vec![infertel_model::Sample { timestamp_ms: now, value: 1.0 }],
             };
             let mut b = self.new_state();
-            let Ok(reqs) = b.build(vec![series], &[]) else { return r };
+            let Ok(built) = b.build(vec![series], &[]) else { return r };
             let mut last = r;
-            for req in reqs {
+            for req in built.requests {
                 let c = self.service.probe_once(&req).await;
                 let mut c = c;
                 if c.is_ok() {

@@ -16,8 +16,8 @@ use std::sync::RwLock;
 static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
 
 /// Shorter values are not treated as secrets (they would blank ordinary
-/// words: a header `x-tenant: a`).
-const MIN_LEN: usize = 4;
+/// words and numbers: a header `x-tenant: a`, a password `1234`).
+const MIN_LEN: usize = 6;
 
 /// Remembers `value` as a secret.
 pub fn register(value: &str) {
@@ -31,6 +31,43 @@ pub fn register(value: &str) {
         // Longest first: a secret containing another is hidden whole.
         s.sort_by_key(|x| std::cmp::Reverse(x.len()));
     }
+}
+
+/// `text` of the Prometheus exposition with every registered secret inside
+/// a label value replaced by `***`; names and numbers are never touched.
+pub fn scrub_exposition(text: &str) -> Cow<'_, str> {
+    let s = SECRETS.read().unwrap_or_else(|p| p.into_inner());
+    if s.is_empty() || !s.iter().any(|x| text.contains(x.as_str())) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    // Quoted runs are label values (HELP text holds none of the secrets'
+    // quotes); only they are scrubbed.
+    let mut rest = text;
+    while let Some(open) = rest.find('"') {
+        out.push_str(&rest[..=open]);
+        rest = &rest[open + 1..];
+        let mut end = 0;
+        let bytes = rest.as_bytes();
+        while end < bytes.len() && bytes[end] != b'"' {
+            end += if bytes[end] == b'\\' { 2 } else { 1 };
+        }
+        let end = end.min(rest.len());
+        let mut value = rest[..end].to_string();
+        for x in s.iter() {
+            if value.contains(x.as_str()) {
+                value = value.replace(x.as_str(), "***");
+            }
+        }
+        out.push_str(&value);
+        rest = &rest[end..];
+        if let Some(r) = rest.strip_prefix('"') {
+            out.push('"');
+            rest = r;
+        }
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
 }
 
 /// `text` with every registered secret replaced by `***`.
@@ -48,14 +85,33 @@ pub fn scrub(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Keys whose values are credentials.
+/// Keys whose values are credentials: named exactly, or by a suffix
+/// (`client_secret`, `session_token`). Component ids (`bearertokenauth/x`,
+/// `prometheusremotewrite/bearer`) are never keys of a credential: their
+/// subtrees hold endpoints and references, whose secrets have keys of their
+/// own.
 fn is_secret_key(k: &str) -> bool {
     let k = k.to_ascii_lowercase();
-    ["password", "passwd", "secret", "token", "api_key", "apikey", "api-key", "authorization", "credentials", "bearer"]
-        .iter()
-        .any(|w| k.contains(w))
-        && !k.ends_with("_file")
-        && !k.ends_with("_path")
+    if k.contains('/') || k.ends_with("_file") || k.ends_with("_path") {
+        return false;
+    }
+    const EXACT: &[&str] = &[
+        "password",
+        "passwd",
+        "secret",
+        "token",
+        "api_key",
+        "apikey",
+        "api-key",
+        "authorization",
+        "credentials",
+        "bearer_token",
+        "access_key",
+        "secret_key",
+        "private_key",
+    ];
+    const SUFFIX: &[&str] = &["_password", "_secret", "_token", "_api_key", "_apikey"];
+    EXACT.contains(&k.as_str()) || SUFFIX.iter().any(|x| k.ends_with(x))
 }
 
 /// Registers the secrets of a config (after environment expansion).

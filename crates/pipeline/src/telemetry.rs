@@ -344,7 +344,7 @@ impl Telemetry {
             }
         }
         // No configured secret in any label value (an endpoint, a header).
-        crate::secrets::scrub(&out).into_owned()
+        crate::secrets::scrub_exposition(&out).into_owned()
     }
 }
 

@@ -23,9 +23,19 @@
 //! as dropped. Records already read (in flight) are not returned: the reader
 //! accounts for them.
 //!
-//! Opening scans every record and checks its length and checksum; a torn
-//! or corrupt tail (a crash mid-write, a bad disk block) is truncated at the
-//! last good record and reported in [`Recovery`]; the log opens regardless.
+//! Opening scans every record and checks its length and checksum. A torn
+//! tail (a crash mid-write, a zero-filled tail after a power loss: no
+//! record is empty, so zeros are never read as records) is truncated at the
+//! last good record; a corrupt record in the middle costs only itself: the
+//! scan resynchronises at the next valid record. Both are reported in
+//! [`Recovery`]; the log opens regardless. Every record is checked again
+//! when it is read ([`Log::read`] reports the ones that no longer match).
+//!
+//! A failed or partial append (ENOSPC, EIO on fsync) is rolled back to the
+//! last good record, so later records land where the index says; on a full
+//! disk the oldest segment is given up (its unread records returned, to be
+//! counted) to make room, and acknowledgements delete segments before they
+//! write, so a full disk still frees space.
 //!
 //! Each record's first [`HEAD`] bytes (zero-padded) are kept in memory as
 //! its `head`, for the caller's bookkeeping (sample count, append time)
@@ -63,6 +73,11 @@ pub struct Recovery {
     pub truncated_bytes: u64,
     /// Segments that had a torn or corrupt tail.
     pub truncated_segments: usize,
+    /// Corrupt records skipped inside segments (the scan resynchronised
+    /// after them), with the heads read from their frames where the frame
+    /// was intact enough to have one (for the caller's sample count).
+    pub corrupt_records: usize,
+    pub corrupt_heads: Vec<[u8; HEAD]>,
 }
 
 /// One record as the log knows it in memory.
@@ -107,6 +122,8 @@ pub struct Log {
     cursor: (u64, usize),
     acked: Position,
     bytes: u64,
+    /// Records found corrupt when read, not yet taken by the caller.
+    corrupt_read: Vec<RecordInfo>,
     _lock: File,
 }
 
@@ -127,25 +144,70 @@ fn sync_dir(dir: &Path) {
     }
 }
 
-/// Scans a segment's bytes: the good records and the length of the good prefix.
-fn scan(seq: u64, data: &[u8]) -> (Vec<RecordInfo>, u64) {
-    let mut records = Vec::new();
+/// The frame at `off`, if it is a whole, valid record: (payload length).
+fn frame_at(data: &[u8], off: usize) -> Option<usize> {
+    if off + FRAME as usize > data.len() {
+        return None;
+    }
+    let len = u32::from_le_bytes(data[off..off + 4].try_into().ok()?) as usize;
+    let crc = u32::from_le_bytes(data[off + 4..off + 8].try_into().ok()?);
+    let start = off + FRAME as usize;
+    // No record is empty: a zero-filled region (len 0, crc32 of nothing is
+    // 0) must not read as a run of records.
+    if len == 0 || len > MAX_RECORD || start + len > data.len() {
+        return None;
+    }
+    (crc32fast::hash(&data[start..start + len]) == crc).then_some(len)
+}
+
+/// What a segment's bytes hold.
+struct Scanned {
+    records: Vec<RecordInfo>,
+    /// The end of the last good record: what follows is a torn tail.
+    good_end: u64,
+    /// Corrupt regions skipped between good records: (bytes, head of the
+    /// damaged frame when its length was readable).
+    skipped: Vec<(u64, Option<[u8; HEAD]>)>,
+}
+
+/// Scans a segment: the good records, resynchronising after a corrupt one
+/// at the next offset that holds a valid record.
+fn scan(seq: u64, data: &[u8]) -> Scanned {
+    let mut out = Scanned { records: Vec::new(), good_end: 0, skipped: Vec::new() };
     let mut off = 0usize;
     while off + FRAME as usize <= data.len() {
-        let len = u32::from_le_bytes(data[off..off + 4].try_into().unwrap()) as usize;
-        let crc = u32::from_le_bytes(data[off + 4..off + 8].try_into().unwrap());
-        let start = off + FRAME as usize;
-        if len > MAX_RECORD || start + len > data.len() {
-            break;
+        if let Some(len) = frame_at(data, off) {
+            let start = off + FRAME as usize;
+            out.records.push(RecordInfo {
+                seq,
+                offset: off as u64,
+                len: len as u32,
+                head: head_of(&data[start..start + len]),
+            });
+            off = start + len;
+            out.good_end = off as u64;
+            continue;
         }
-        let payload = &data[start..start + len];
-        if crc32fast::hash(payload) != crc {
-            break;
-        }
-        records.push(RecordInfo { seq, offset: off as u64, len: len as u32, head: head_of(payload) });
-        off = start + len;
+        // Corrupt or torn: find the next valid record, if any.
+        let Some(next) = (off + 1..data.len()).find(|&o| frame_at(data, o).is_some()) else { break };
+        let len = u32::from_le_bytes(data[off..off + 4].try_into().unwrap_or_default()) as usize;
+        let head = (len > 0 && off + FRAME as usize + HEAD.min(len) <= data.len())
+            .then(|| head_of(&data[off + FRAME as usize..(off + FRAME as usize + len).min(data.len())]));
+        out.skipped.push(((next - off) as u64, head));
+        off = next;
     }
-    (records, off as u64)
+    out
+}
+
+/// Writes a record's frame. Tests make it fail after part of the frame (a
+/// disk that fills up mid-write).
+fn write_frame(f: &mut File, frame: &[u8]) -> io::Result<()> {
+    #[cfg(test)]
+    if let Some(kind) = tests::FAIL_NEXT_WRITE.with(|c| c.take()) {
+        f.write_all(&frame[..frame.len() / 2])?;
+        return Err(io::Error::new(kind, "injected write failure"));
+    }
+    f.write_all(frame)
 }
 
 /// Files the log creates are the user's alone (0600).
@@ -204,7 +266,13 @@ impl Log {
             }
             let mut data = Vec::new();
             File::open(&path)?.read_to_end(&mut data)?;
-            let (records, good) = scan(seq, &data);
+            let scanned = scan(seq, &data);
+            for (_, head) in &scanned.skipped {
+                rec.corrupt_records += 1;
+                rec.corrupt_heads.extend(head);
+            }
+            rec.truncated_bytes += scanned.skipped.iter().map(|(b, _)| b).sum::<u64>();
+            let (records, good) = (scanned.records, scanned.good_end);
             if good < data.len() as u64 {
                 rec.truncated_bytes += data.len() as u64 - good;
                 rec.truncated_segments += 1;
@@ -214,6 +282,21 @@ impl Log {
             }
             bytes += good;
             segments.push_back(Segment { seq, size: good, records });
+        }
+        // An acknowledgement beyond the data (power lost after the ack file
+        // reached the disk but before the data did) is clamped to it: else
+        // records appended later at lower offsets would count as delivered.
+        let mut acked = acked;
+        let clamped = match segments.iter().find(|s| s.seq == acked.seq) {
+            Some(s) if acked.offset > s.size => Some(s.size),
+            None if acked.offset > 0 && segments.back().is_none_or(|s| s.seq < acked.seq) => Some(0),
+            _ => None,
+        };
+        if let Some(offset) = clamped {
+            acked.offset = offset;
+            // Written back, or the next open would clamp to a longer
+            // segment and count the records appended since as delivered.
+            write_ack(dir, acked, opts.fsync)?;
         }
         // The cursor: the first record at or after the acknowledgement.
         let mut cursor = (acked.seq, 0);
@@ -232,6 +315,7 @@ impl Log {
             cursor,
             acked,
             bytes,
+            corrupt_read: Vec::new(),
             _lock: lock,
         };
         rec.records = log.unread_records();
@@ -244,11 +328,26 @@ impl Log {
     }
 
     /// Appends one record. Returns the never-read records deleted to stay
-    /// within `max_bytes`, oldest first.
+    /// within `max_bytes`, oldest first (and, on a full disk, those of the
+    /// oldest segment given up to make room).
     pub fn append(&mut self, payload: &[u8]) -> io::Result<Vec<RecordInfo>> {
-        if payload.len() > MAX_RECORD {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "record too large"));
+        if payload.is_empty() || payload.len() > MAX_RECORD {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "record empty or too large"));
         }
+        match self.try_append(payload) {
+            Ok(evicted) => Ok(evicted),
+            Err(e) if e.kind() == io::ErrorKind::StorageFull && self.segments.len() > 1 => {
+                // A full disk: give up the oldest segment (counted by the
+                // caller, like the budget) and try once more.
+                let mut evicted = self.evict_oldest()?;
+                evicted.extend(self.try_append(payload)?);
+                Ok(evicted)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn try_append(&mut self, payload: &[u8]) -> io::Result<Vec<RecordInfo>> {
         let need = FRAME + payload.len() as u64;
         let rotate = match self.segments.back() {
             None => true,
@@ -272,10 +371,16 @@ impl Log {
         frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
         frame.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
         frame.extend_from_slice(payload);
+        let good = self.segments.back().map(|s| s.size).unwrap_or_default();
         let (_, f) = self.writer.as_mut().expect("writer");
-        f.write_all(&frame)?;
-        if self.opts.fsync {
-            f.sync_data()?;
+        let written = write_frame(f, &frame).and_then(|()| if self.opts.fsync { f.sync_data() } else { Ok(()) });
+        if let Err(e) = written {
+            // Back to the last good record: a partial frame left in place
+            // would put every later record where the index does not say,
+            // and the next open would cut the good records after it.
+            let _ = f.set_len(good);
+            self.writer = None;
+            return Err(e);
         }
         let seg = self.segments.back_mut().expect("segment");
         seg.records.push(RecordInfo {
@@ -289,24 +394,30 @@ impl Log {
         self.enforce_budget()
     }
 
+    /// Deletes the oldest segment; its never-read records, oldest first.
+    fn evict_oldest(&mut self) -> io::Result<Vec<RecordInfo>> {
+        let Some(seg) = self.segments.pop_front() else { return Ok(Vec::new()) };
+        let first_unread = match seg.seq.cmp(&self.cursor.0) {
+            std::cmp::Ordering::Less => seg.records.len(),
+            std::cmp::Ordering::Equal => self.cursor.1,
+            std::cmp::Ordering::Greater => 0,
+        };
+        let evicted = seg.records[first_unread.min(seg.records.len())..].to_vec();
+        if self.cursor.0 <= seg.seq {
+            self.cursor = (self.segments.front().map(|s| s.seq).unwrap_or(seg.seq + 1), 0);
+        }
+        if self.reader.as_ref().is_some_and(|(s, _)| *s == seg.seq) {
+            self.reader = None;
+        }
+        self.bytes -= seg.size;
+        std::fs::remove_file(self.dir.join(seg_name(seg.seq)))?;
+        Ok(evicted)
+    }
+
     fn enforce_budget(&mut self) -> io::Result<Vec<RecordInfo>> {
         let mut evicted = Vec::new();
         while self.opts.max_bytes > 0 && self.bytes > self.opts.max_bytes && self.segments.len() > 1 {
-            let seg = self.segments.pop_front().expect("segment");
-            let first_unread = match seg.seq.cmp(&self.cursor.0) {
-                std::cmp::Ordering::Less => seg.records.len(),
-                std::cmp::Ordering::Equal => self.cursor.1,
-                std::cmp::Ordering::Greater => 0,
-            };
-            evicted.extend_from_slice(&seg.records[first_unread.min(seg.records.len())..]);
-            if self.cursor.0 <= seg.seq {
-                self.cursor = (self.segments.front().map(|s| s.seq).unwrap_or(seg.seq + 1), 0);
-            }
-            if self.reader.as_ref().is_some_and(|(s, _)| *s == seg.seq) {
-                self.reader = None;
-            }
-            self.bytes -= seg.size;
-            std::fs::remove_file(self.dir.join(seg_name(seg.seq)))?;
+            evicted.extend(self.evict_oldest()?);
         }
         Ok(evicted)
     }
@@ -351,11 +462,19 @@ impl Log {
                 self.reader = Some((r.seq, File::open(self.dir.join(seg_name(r.seq)))?));
             }
             let (_, f) = self.reader.as_ref().expect("reader");
-            let mut buf = vec![0u8; r.len as usize];
-            f.read_exact_at(&mut buf, r.offset + FRAME)?;
+            let mut frame = vec![0u8; FRAME as usize + r.len as usize];
+            f.read_exact_at(&mut frame, r.offset)?;
+            self.cursor.1 += 1;
+            let crc = u32::from_le_bytes(frame[4..8].try_into().unwrap_or_default());
+            let buf = frame.split_off(FRAME as usize);
+            // Checked again when read: a block that went bad since the open
+            // is skipped and reported, not delivered as data.
+            if crc32fast::hash(&buf) != crc {
+                self.corrupt_read.push(r);
+                continue;
+            }
             total += buf.len();
             out.push((r, buf));
-            self.cursor.1 += 1;
         }
         Ok(out)
     }
@@ -367,7 +486,9 @@ impl Log {
             return Ok(());
         }
         self.acked = pos;
-        write_ack(&self.dir, pos, self.opts.fsync)?;
+        // Segments wholly acknowledged go first: on a full disk the ack file
+        // itself needs room. A crash in between replays from the previous
+        // acknowledgement's first remaining segment: nothing is lost.
         while self.segments.len() > 1
             && self.segments.front().is_some_and(|s| s.seq < pos.seq || (s.seq == pos.seq && pos.offset >= s.size))
         {
@@ -378,7 +499,22 @@ impl Log {
             self.bytes -= seg.size;
             std::fs::remove_file(self.dir.join(seg_name(seg.seq)))?;
         }
-        Ok(())
+        write_ack(&self.dir, pos, self.opts.fsync)
+    }
+
+    /// Forces what was appended to the disk (fdatasync of the segment being
+    /// written).
+    pub fn sync(&mut self) -> io::Result<()> {
+        match &self.writer {
+            Some((_, f)) => f.sync_data(),
+            None => Ok(()),
+        }
+    }
+
+    /// Records found corrupt by [`Log::read`] since the last call (skipped,
+    /// not delivered): for the caller to count.
+    pub fn take_corrupt(&mut self) -> Vec<RecordInfo> {
+        std::mem::take(&mut self.corrupt_read)
     }
 
     /// Moves the cursor back to the acknowledgement: what was read but not
@@ -449,10 +585,24 @@ fn write_ack(dir: &Path, pos: Position, fsync: bool) -> io::Result<()> {
     let crc = crc32fast::hash(&data);
     data.extend_from_slice(&crc.to_le_bytes());
     let tmp = dir.join("ack.tmp");
-    let mut f = private(OpenOptions::new().create(true).write(true).truncate(true)).open(&tmp)?;
-    f.write_all(&data)?;
-    if fsync {
-        f.sync_data()?;
+    let staged = private(OpenOptions::new().create(true).write(true).truncate(true)).open(&tmp).and_then(|mut f| {
+        f.write_all(&data)?;
+        if fsync {
+            f.sync_data()?;
+        }
+        Ok(())
+    });
+    if let Err(e) = staged {
+        // No room for a new file (a full disk): overwrite the 20 bytes of
+        // the existing one in place; its checksum catches a torn write,
+        // which falls back to replaying from the start (duplicates, no loss).
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = private(OpenOptions::new().create(true).write(true)).open(dir.join("ack")).map_err(|_| e)?;
+        f.write_all(&data)?;
+        if fsync {
+            f.sync_data()?;
+        }
+        return Ok(());
     }
     std::fs::rename(&tmp, dir.join("ack"))?;
     if fsync {

@@ -32,7 +32,48 @@ pub struct Storage {
     /// Budget of one consumer's log (the extension's `max_bytes` shared
     /// by the consumers of every queue using it).
     pub max_bytes: u64,
-    pub fsync: bool,
+    pub fsync: Fsync,
+}
+
+/// When the queue's writes are forced to the disk (`file_storage.fsync`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Fsync {
+    /// fdatasync after every append and acknowledgement: a power loss loses
+    /// nothing acknowledged to the scrape; slowest.
+    Always,
+    /// fdatasync at most once a second: a power loss loses at most the
+    /// last second of scrapes.
+    #[default]
+    Interval,
+    /// Never forced: a power loss loses what the page cache held (a process
+    /// crash loses nothing either way).
+    Never,
+}
+
+/// How often [`Fsync::Interval`] syncs.
+pub const FSYNC_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl<'de> serde::Deserialize<'de> for Fsync {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Word(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bool(true) => Ok(Fsync::Always),
+            Raw::Bool(false) => Ok(Fsync::Never),
+            Raw::Word(w) => match w.as_str() {
+                "always" => Ok(Fsync::Always),
+                "interval" => Ok(Fsync::Interval),
+                "never" => Ok(Fsync::Never),
+                other => {
+                    Err(serde::de::Error::custom(format!("fsync: {other:?} is not one of always, interval, never")))
+                }
+            },
+        }
+    }
 }
 
 fn naming_code(n: Naming) -> u8 {
@@ -179,6 +220,8 @@ pub fn now_ms() -> i64 {
 /// One consumer's persistent FIFO.
 pub struct DiskQueue {
     log: Log,
+    fsync: Fsync,
+    synced: std::time::Instant,
 }
 
 /// A merged batch read from disk, to acknowledge after delivery.
@@ -187,30 +230,63 @@ pub struct Taken {
     pub naming: Naming,
     pub end: Position,
     pub records: usize,
+    /// Samples of records found corrupt when read (skipped, to count as
+    /// dropped, reason `corrupt`).
+    pub corrupt_samples: u64,
+}
+
+/// The sample count a corrupt record's head claims, when plausible (the
+/// head is inside the damaged frame, so it may itself be damaged).
+pub fn corrupt_samples(heads: &[[u8; HEAD]]) -> u64 {
+    heads.iter().map(|h| head(h).0 as u64).filter(|n| *n <= 10_000_000).sum()
 }
 
 impl DiskQueue {
-    pub fn open(dir: &Path, max_bytes: u64, fsync: bool) -> io::Result<(DiskQueue, Recovery)> {
+    pub fn open(dir: &Path, max_bytes: u64, fsync: Fsync) -> io::Result<(DiskQueue, Recovery)> {
         // Small enough that dropping one segment frees a fraction of the budget.
         let segment_bytes = (max_bytes / 8).clamp(4 << 10, 64 << 20);
-        let (log, rec) = Log::open(dir, Options { segment_bytes, max_bytes, fsync })?;
-        Ok((DiskQueue { log }, rec))
+        let always = fsync == Fsync::Always;
+        let (log, rec) = Log::open(dir, Options { segment_bytes, max_bytes, fsync: always })?;
+        Ok((DiskQueue { log, fsync, synced: std::time::Instant::now() }, rec))
     }
 
     /// Appends a batch; returns the samples of the oldest records dropped
-    /// to stay within the budget.
+    /// to stay within the budget (or to make room on a full disk).
     pub fn push(&mut self, batch: &Batch, naming: Naming) -> io::Result<u64> {
         let evicted = self.log.append(&encode(batch, naming, now_ms()))?;
+        self.sync_if_due();
         Ok(evicted.iter().map(|r| head(&r.head).0 as u64).sum())
+    }
+
+    /// With [`Fsync::Interval`], forces what was written to the disk once
+    /// [`FSYNC_INTERVAL`] has passed since the last time (called on append
+    /// and by the queue's once-a-second gauge loop).
+    pub fn sync_if_due(&mut self) {
+        if self.fsync == Fsync::Interval && self.synced.elapsed() >= FSYNC_INTERVAL {
+            self.synced = std::time::Instant::now();
+            if let Err(e) = self.log.sync() {
+                tracing::warn!("persistent queue: fsync failed: {e}");
+            }
+        }
     }
 
     /// The next records of one naming mode, merged.
     pub fn take(&mut self) -> io::Result<Option<Taken>> {
         let got = self.log.read(READ_BYTES, |a, b| a[4] == b[4])?;
-        let Some((last, _)) = got.last() else {
+        let corrupt = self.log.take_corrupt();
+        let corrupt_samples: u64 = corrupt.iter().map(|r| head(&r.head).0 as u64).sum();
+        let last_good = got.last().map(|(r, _)| r.end());
+        let last_bad = corrupt.last().map(|r| r.end());
+        // Past a corrupt record too, so that it is acknowledged, not read forever.
+        let Some(end) = last_good.into_iter().chain(last_bad).max() else {
             return Ok(None);
         };
-        let end = last.end();
+        if !corrupt.is_empty() {
+            tracing::error!(
+                "persistent queue: {} records ({corrupt_samples} samples) failed their checksum when read back: skipped (a disk fault)",
+                corrupt.len()
+            );
+        }
         let records = got.len();
         let mut out = Batch::default();
         let mut naming = Naming::Otel;
@@ -228,7 +304,7 @@ impl DiskQueue {
                 ),
             }
         }
-        Ok(Some(Taken { batch: out, naming, end, records }))
+        Ok(Some(Taken { batch: out, naming, end, records, corrupt_samples }))
     }
 
     pub fn ack(&mut self, end: Position) -> io::Result<()> {
@@ -308,7 +384,7 @@ mod tests {
     fn disk_queue_merges_by_naming_and_replays_unacknowledged() {
         let d = tempfile::tempdir().unwrap();
         {
-            let (mut q, _) = DiskQueue::open(d.path(), 1 << 20, false).unwrap();
+            let (mut q, _) = DiskQueue::open(d.path(), 1 << 20, Fsync::Never).unwrap();
             q.push(&batch(), Naming::Otel).unwrap();
             q.push(&batch(), Naming::Otel).unwrap();
             q.push(&batch(), Naming::Preserve).unwrap();
@@ -320,7 +396,7 @@ mod tests {
             assert_eq!(q.backlog().0, 3);
             // Not acknowledged: a crash here replays it.
         }
-        let (mut q, rec) = DiskQueue::open(d.path(), 1 << 20, false).unwrap();
+        let (mut q, rec) = DiskQueue::open(d.path(), 1 << 20, Fsync::Never).unwrap();
         assert_eq!(rec.records, 1);
         let t = q.take().unwrap().unwrap();
         assert_eq!((t.records, t.naming, t.batch.sample_count()), (1, Naming::Preserve, 3));

@@ -140,7 +140,17 @@ pub fn redact_url(u: &str) -> String {
     let Ok(mut url) = url::Url::parse(u) else {
         return redact_text(u);
     };
-    if !url.username().is_empty() || url.password().is_some() {
+    let secret_param = |k: &str| {
+        ["key", "token", "secret", "password", "auth", "signature"].iter().any(|w| k.to_ascii_lowercase().contains(w))
+    };
+    let has_userinfo = !url.username().is_empty() || url.password().is_some();
+    let has_secret_query = url.query_pairs().any(|(k, _)| secret_param(&k));
+    // Nothing to hide: the URL as written (parsing would normalise it,
+    // e.g. add a trailing slash, and a label would change).
+    if !has_userinfo && !has_secret_query {
+        return u.to_string();
+    }
+    if has_userinfo {
         let _ = url.set_username("***");
         let _ = url.set_password(None);
     }
@@ -148,10 +158,8 @@ pub fn redact_url(u: &str) -> String {
         let pairs: Vec<(String, String)> = url
             .query_pairs()
             .map(|(k, v)| {
-                let secret = ["key", "token", "secret", "password", "auth", "signature"]
-                    .iter()
-                    .any(|w| k.to_ascii_lowercase().contains(w));
-                (k.into_owned(), if secret { "***".into() } else { v.into_owned() })
+                let hide = secret_param(&k);
+                (k.into_owned(), if hide { "***".into() } else { v.into_owned() })
             })
             .collect();
         url.query_pairs_mut().clear().extend_pairs(pairs);

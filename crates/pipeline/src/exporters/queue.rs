@@ -41,6 +41,16 @@ use tokio::sync::{Notify, watch};
 /// sent, `(samples, Some(reason))` dropped for `reason`.
 pub type Delivered = Vec<(usize, Option<&'static str>)>;
 
+/// Runs disk I/O (appends, reads, fsync) off the async worker: on the
+/// multi-threaded runtime the worker hands its other tasks over while this
+/// blocks, so a slow or full disk does not stall scrapes and sends.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
 /// Aborts the task when dropped (a task owned by the future that spawned it).
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -188,7 +198,15 @@ impl<D: Deliver> SendingQueue<D> {
             let (q, rec) = DiskQueue::open(&dir, per_shard, st.fsync)
                 .map_err(|e| format!("sending_queue storage {}: {e}", dir.display()))?;
             if rec.truncated_bytes > 0 {
-                tracing::warn!(exporter = %self.id, dir = %dir.display(), "persistent queue: truncated a torn or corrupt tail of {} bytes in {} segment(s) at the last good record", rec.truncated_bytes, rec.truncated_segments);
+                tracing::warn!(exporter = %self.id, dir = %dir.display(), "persistent queue: cut {} bytes: torn or zero-filled tails of {} segment(s) and {} corrupt record(s) inside", rec.truncated_bytes, rec.truncated_segments, rec.corrupt_records);
+            }
+            if rec.corrupt_records > 0 {
+                // Counted in samples, from the damaged records' heads where
+                // readable (a torn tail is a write that never completed:
+                // its scrape was not acknowledged as queued).
+                let lost = crate::exporters::persistent::corrupt_samples(&rec.corrupt_heads);
+                self.dropped("corrupt").add(lost);
+                tracing::error!(exporter = %self.id, dir = %dir.display(), "persistent queue: {} corrupt record(s) skipped ({lost} samples): a disk fault", rec.corrupt_records);
             }
             truncated += rec.truncated_bytes;
             replayed += q.backlog().0;
@@ -214,7 +232,7 @@ impl<D: Deliver> SendingQueue<D> {
                     .collect();
                 shards.sort();
                 for sd in shards {
-                    let (mut q, _) = DiskQueue::open(&sd, 0, false)
+                    let (mut q, _) = DiskQueue::open(&sd, 0, crate::exporters::persistent::Fsync::Never)
                         .map_err(|e| format!("sending_queue storage {}: {e}", sd.display()))?;
                     while let Some(t) = q.take().map_err(|e| format!("{}: {e}", sd.display()))? {
                         moved += t.batch.sample_count() as u64;
@@ -288,7 +306,9 @@ impl<D: Deliver> SendingQueue<D> {
         let mut samples = 0;
         let mut oldest: Option<i64> = None;
         for s in &self.shards {
-            if let Some(q) = s.disk.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            if let Some(q) = s.disk.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                // `fsync: interval` also when no append comes.
+                q.sync_if_due();
                 bytes += q.bytes();
                 let (n, o) = q.backlog();
                 samples += n;
@@ -321,13 +341,11 @@ impl<D: Deliver> SendingQueue<D> {
     /// Appends to a shard's disk queue; false when the queue is in memory.
     fn push_disk(&self, shard: usize, item: &Item) -> bool {
         let s = &self.shards[shard];
-        let res = {
+        let res = blocking(|| {
             let mut d = s.disk.lock().unwrap_or_else(|p| p.into_inner());
-            match d.as_mut() {
-                None => return false,
-                Some(q) => q.push(&item.batch, item.naming),
-            }
-        };
+            d.as_mut().map(|q| q.push(&item.batch, item.naming))
+        });
+        let Some(res) = res else { return false };
         match res {
             Ok(0) => {}
             Ok(lost) => self.queue_full(lost),
@@ -500,8 +518,13 @@ impl<D: Deliver> SendingQueue<D> {
     fn take_disk(&self, shard: &Shard) -> Option<Option<(Item, infertel_wal::Position)>> {
         let mut d = shard.disk.lock().unwrap_or_else(|p| p.into_inner());
         let q = d.as_mut()?;
-        match q.take() {
-            Ok(Some(t)) => Some(Some((Item { batch: t.batch, naming: t.naming }, t.end))),
+        match blocking(|| q.take()) {
+            Ok(Some(t)) => {
+                if t.corrupt_samples > 0 {
+                    self.dropped("corrupt").add(t.corrupt_samples);
+                }
+                Some(Some((Item { batch: t.batch, naming: t.naming }, t.end)))
+            }
             Ok(None) => Some(None),
             Err(e) => {
                 tracing::error!(exporter = %self.id, "persistent queue: cannot read: {e}");
@@ -513,7 +536,7 @@ impl<D: Deliver> SendingQueue<D> {
 
     fn ack_disk(&self, shard: &Shard, end: infertel_wal::Position) {
         if let Some(q) = shard.disk.lock().unwrap_or_else(|p| p.into_inner()).as_mut()
-            && let Err(e) = q.ack(end)
+            && let Err(e) = blocking(|| q.ack(end))
         {
             tracing::error!(exporter = %self.id, "persistent queue: cannot record delivery (the batch may be sent again after a restart): {e}");
         }

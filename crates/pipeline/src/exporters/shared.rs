@@ -13,8 +13,11 @@ pub struct RetryConfig {
     pub enabled: bool,
     pub initial_interval: Duration,
     pub max_interval: Duration,
-    /// Give up on a batch after this long; 0 = never.
-    pub max_elapsed_time: Duration,
+    /// Give up on a batch after this long; 0 = never. Unset: 5 minutes for
+    /// an in-memory queue; with `sending_queue.storage`, never (retry until
+    /// delivered, as Prometheus and vmagent do: the disk budget decides
+    /// what is dropped, oldest first, counted). See [`RetryConfig::for_queue`].
+    pub max_elapsed_time: Option<Duration>,
     pub multiplier: f64,
     pub randomization_factor: f64,
 }
@@ -25,7 +28,7 @@ impl Default for RetryConfig {
             enabled: true,
             initial_interval: Duration::from_millis(50),
             max_interval: Duration::from_secs(30),
-            max_elapsed_time: Duration::from_secs(300),
+            max_elapsed_time: None,
             multiplier: 1.5,
             randomization_factor: 0.5,
         }
@@ -33,6 +36,20 @@ impl Default for RetryConfig {
 }
 
 impl RetryConfig {
+    /// The limit after which a batch is given up (zero: never).
+    pub fn max_elapsed(&self) -> std::time::Duration {
+        self.max_elapsed_time.map_or(std::time::Duration::from_secs(300), |d| d.get())
+    }
+
+    /// Resolves an unset `max_elapsed_time` for the queue it serves: never
+    /// give up with a persistent queue, 5 minutes in memory.
+    pub fn for_queue(mut self, persistent: bool) -> Self {
+        if self.max_elapsed_time.is_none() && persistent {
+            self.max_elapsed_time = Some(Duration::from_millis(0));
+        }
+        self
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if self.enabled && self.initial_interval.get().is_zero() {
             return Err("retry_on_failure.initial_interval must be greater than 0".into());

@@ -51,10 +51,12 @@ pub struct FileStorageConfig {
     /// consumers; when full, the oldest data is dropped (and counted).
     #[serde(default = "default_max_bytes")]
     pub max_bytes: crate::config::ByteSize,
-    /// fdatasync every append and acknowledgement (survives power loss,
-    /// not only a process crash); slower.
+    /// When the queue's writes reach the disk: `always` (fdatasync every
+    /// append and acknowledgement), `interval` (once a second, as vmagent
+    /// and Vector bound their loss), `never` (the page cache decides).
+    /// `true`/`false` are read as `always`/`never`.
     #[serde(default)]
-    pub fsync: bool,
+    pub fsync: crate::exporters::persistent::Fsync,
 }
 
 fn default_max_bytes() -> crate::config::ByteSize {

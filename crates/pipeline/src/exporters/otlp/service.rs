@@ -174,7 +174,7 @@ impl<T: Transport> Sender<T> {
             let backoff = self.retry.backoff(attempt);
             // A server-given delay is waited at least (capped by max_interval).
             let wait = hint.map(|h| h.min(self.retry.max_interval.get()).max(backoff)).unwrap_or(backoff);
-            let max = self.retry.max_elapsed_time.get();
+            let max = self.retry.max_elapsed();
             if !max.is_zero() && started.elapsed() + wait > max {
                 release(held);
                 tracing::error!(

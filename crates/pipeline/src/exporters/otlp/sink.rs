@@ -108,10 +108,16 @@ pub fn new_exporter(
         transport.endpoint(),
         cfg.startup_check,
         cfg.canary,
-        cfg.retry_on_failure.clone(),
+        cfg.retry_on_failure.clone().for_queue(cfg.sending_queue.storage.is_some()),
         &telemetry,
     );
-    let sender = Sender::new(id.clone(), transport, cfg.retry_on_failure.clone(), telemetry.clone(), state.clone());
+    let sender = Sender::new(
+        id.clone(),
+        transport,
+        cfg.retry_on_failure.clone().for_queue(cfg.sending_queue.storage.is_some()),
+        telemetry.clone(),
+        state.clone(),
+    );
     let deliver = OtlpDeliver { sender, shared: Shared::default(), trim: cfg.trim_metric_suffixes };
     let q = SendingQueue::new(id, endpoint, cfg.sending_queue.clone(), deliver, telemetry);
     q.set_endpoint_state(state);

@@ -285,7 +285,7 @@ impl RemoteWriteService {
             let wait = wait_hint
                 .map(|h| h.min(MAX_RETRY_AFTER).max(self.retry.backoff(attempt)))
                 .unwrap_or_else(|| self.retry.backoff(attempt));
-            let max = self.retry.max_elapsed_time.get();
+            let max = self.retry.max_elapsed();
             if !max.is_zero() && started.elapsed() + wait > max {
                 if held > 0 {
                     self.state.hold(-(req.samples as f64));

@@ -61,7 +61,7 @@ pub fn new_exporter(
         &cfg.endpoint,
         cfg.startup_check,
         cfg.canary(),
-        cfg.retry_on_failure.clone(),
+        cfg.retry_on_failure.clone().for_queue(cfg.sending_queue.storage.is_some()),
         &telemetry,
     );
     let service = RemoteWriteService::new(
@@ -70,7 +70,7 @@ pub fn new_exporter(
         client,
         headers,
         auth,
-        cfg.retry_on_failure.clone(),
+        cfg.retry_on_failure.clone().for_queue(cfg.sending_queue.storage.is_some()),
         telemetry.clone(),
         state.clone(),
     );

@@ -425,9 +425,10 @@ fn otlp_http_retry_classes_retry_after_and_partial_success() {
     assert!(agent.self_metric("infertel_exporter_sent_samples_total", &[("exporter", "otlphttp")]) > 0.0);
     drop(agent);
 
-    // Not retried: 400, 408, 413, 500, 501 each drop their batch (401, 403,
-    // 404, 405, 415 pause the exporter and hold it: tests/startup_checks.rs).
-    let codes = [400, 408, 413, 500, 501];
+    // Not retried: 400, 408, 500, 501 each drop their batch (401, 403,
+    // 404, 405, 415 pause the exporter and hold it: tests/startup_checks.rs;
+    // 413 splits the request, below).
+    let codes = [400, 408, 500, 501];
     let script: Vec<String> = codes.iter().map(|c| format!("{{\"http\": {c}}}")).collect();
     let rx = OtlpReceiver::start(&format!("[{}]", script.join(",")));
     let agent =
@@ -452,6 +453,30 @@ fn otlp_http_retry_classes_retry_after_and_partial_success() {
             "status {c} counted"
         );
     }
+    drop(agent);
+
+    // 413: the request is split in halves and the halves re-sent (issue 12
+    // §5), not dropped: the same scrape arrives again, in two requests whose
+    // points add up to the refused one's.
+    let rx = OtlpReceiver::start(r#"[{"http": 413}]"#);
+    let agent = agent_for(&targets, &format!("  otlphttp:\n    endpoint: {}\n{}", rx.http_base(), retry_yaml()));
+    let reqs = wait_until("the refused request and its halves", Duration::from_secs(30), || {
+        let r: Vec<_> = rx.requests().into_iter().filter(|r| !r.points().is_empty()).collect();
+        (r.len() >= 3).then_some(r)
+    });
+    let refused = reqs[0].points().len();
+    let halves = reqs[1].points().len() + reqs[2].points().len();
+    assert!(refused > 1, "a request of several points was refused");
+    assert_eq!(halves, refused, "the two halves carry every point of the refused request");
+    assert!(reqs[1].points().len() < refused && reqs[2].points().len() < refused);
+    assert_eq!(
+        agent.self_metric(
+            "infertel_exporter_dropped_samples_total",
+            &[("exporter", "otlphttp"), ("reason", "rejected")]
+        ),
+        0.0,
+        "nothing dropped for the 413"
+    );
     drop(agent);
 
     // Partial success: logged, counted, never retried.

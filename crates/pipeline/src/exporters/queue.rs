@@ -70,6 +70,12 @@ pub trait Deliver: Send + Sync + 'static {
     fn new_state(&self) -> Self::State;
     /// Sees every batch before it is sharded (shared metadata caches).
     fn observe(&self, _batch: &Batch, _naming: Naming) {}
+    /// The batch as it is written to a persistent queue: what it needs to
+    /// be delivered after a restart as it would have been live (OTLP adds
+    /// its families' metadata and its targets' `target_info`). `None`: as is.
+    fn for_disk(&self, _batch: &Batch, _naming: Naming) -> Option<Batch> {
+        None
+    }
     /// The shard key of a series; by default its label hash.
     fn shard_key(&self, s: &Series, _naming: Naming) -> u64 {
         s.labels.stable_hash()
@@ -341,9 +347,14 @@ impl<D: Deliver> SendingQueue<D> {
     /// Appends to a shard's disk queue; false when the queue is in memory.
     fn push_disk(&self, shard: usize, item: &Item) -> bool {
         let s = &self.shards[shard];
+        if s.disk.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
+            return false;
+        }
+        let enriched = self.deliver.for_disk(&item.batch, item.naming);
+        let batch = enriched.as_ref().unwrap_or(&item.batch);
         let res = blocking(|| {
             let mut d = s.disk.lock().unwrap_or_else(|p| p.into_inner());
-            d.as_mut().map(|q| q.push(&item.batch, item.naming))
+            d.as_mut().map(|q| q.push(batch, item.naming))
         });
         let Some(res) = res else { return false };
         match res {

@@ -25,6 +25,10 @@ impl Compression {
     }
 }
 
+pub fn default_max_request_bytes() -> crate::config::ByteSize {
+    crate::config::ByteSize(4_000_000)
+}
+
 /// Headers OTLP owns; user `headers` may not override them.
 pub const RESERVED_HEADERS: &[&str] =
     &["content-encoding", "content-type", "user-agent", "te", "grpc-encoding", "grpc-accept-encoding", "grpc-timeout"];
@@ -57,6 +61,12 @@ pub struct OtlpConfig {
     /// Also send one real `infertel_canary` data point at startup (default off).
     #[serde(default)]
     pub canary: bool,
+    /// Requests are cut at data-point boundaries to at most this many bytes
+    /// of uncompressed protobuf (default 4,000,000: under gRPC's default
+    /// 4 MiB receive limit); a request the receiver still refuses as too
+    /// large is split in halves down to one data point.
+    #[serde(default = "crate::exporters::otlp::config::default_max_request_bytes")]
+    pub max_request_bytes: crate::config::ByteSize,
 }
 
 pub fn default_timeout() -> Duration {

@@ -147,6 +147,13 @@ impl<T: Transport> Sender<T> {
                     attempt = 0;
                     continue;
                 }
+                Attempt::Fail { status, message } if too_large(&status, &message) => {
+                    release(held);
+                    self.failed(&status);
+                    self.state.set_up();
+                    // The caller splits the request and sends the halves.
+                    return Some(TOO_LARGE);
+                }
                 Attempt::Fail { status, message } => {
                     release(held);
                     self.failed(&status);
@@ -234,6 +241,20 @@ pub fn retry_info(details: &[u8]) -> Option<Duration> {
 /// The message of a serialized `google.rpc.Status` (an OTLP/HTTP error body).
 pub fn status_message(body: &[u8]) -> Option<String> {
     RpcStatus::decode(body).ok().map(|s| s.message).filter(|m| !m.is_empty())
+}
+
+/// What [`Sender::send`] returns for a request refused as too large: not a
+/// drop yet, the caller splits it.
+pub const TOO_LARGE: &str = "too_large";
+
+/// HTTP 413, or gRPC RESOURCE_EXHAUSTED saying the message is larger than
+/// the receiver's maximum (grpc-go: "grpc: received message larger than
+/// max (N vs. M)"; tonic: "decoded message length too large").
+pub fn too_large(status: &str, message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    status == "413"
+        || (status == "ResourceExhausted"
+            && (m.contains("larger than max") || m.contains("too large") || m.contains("message length")))
 }
 
 /// The spec's table: what a gRPC status means for a retry. Only a status

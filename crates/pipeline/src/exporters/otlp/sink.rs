@@ -21,6 +21,58 @@ pub struct OtlpDeliver<T: Transport> {
     pub sender: Sender<T>,
     pub shared: Shared,
     pub trim: bool,
+    /// Uncompressed protobuf bytes a request may hold (`max_request_bytes`).
+    pub max_request_bytes: usize,
+}
+
+impl<T: Transport> OtlpDeliver<T> {
+    /// Sends the series of `groups` (data points: all series of one point
+    /// stay together), cut to `max_request_bytes` and split in halves when
+    /// the receiver refuses a request as too large; a single data point
+    /// still too large is dropped, counted as `too_large` and named.
+    async fn send_groups(
+        &self,
+        builder: &mut RequestBuilder,
+        groups: Vec<Vec<Series>>,
+        metadata: &[infertel_model::Metadata],
+        naming: Naming,
+    ) -> Delivered {
+        let mut out = Vec::new();
+        let mut pending: Vec<Vec<Vec<Series>>> = vec![groups];
+        while let Some(gs) = pending.pop() {
+            let batch = Batch { series: gs.iter().flatten().cloned().collect(), metadata: metadata.to_vec() };
+            let synthetic = batch.series.iter().filter(|s| super::request_builder::is_synthetic_target_info(s)).count();
+            let samples = batch.sample_count() - synthetic;
+            let Some(req) = builder.build(&self.shared, &batch, naming) else {
+                // Only series that map to nothing (e.g. `_created` start times).
+                out.push((samples, None));
+                continue;
+            };
+            let split = |gs: Vec<Vec<Series>>, pending: &mut Vec<Vec<Vec<Series>>>| {
+                let mut a = gs;
+                let b = a.split_off(a.len() / 2);
+                pending.push(b);
+                pending.push(a);
+            };
+            if gs.len() > 1 && prost::Message::encoded_len(&req.body) > self.max_request_bytes {
+                split(gs, &mut pending);
+                continue;
+            }
+            match self.sender.send(&req).await {
+                Some(super::service::TOO_LARGE) if gs.len() > 1 => {
+                    tracing::warn!(exporter = %self.sender.exporter, "the receiver refused a request of {} data points as too large: splitting it in halves", gs.len());
+                    split(gs, &mut pending);
+                }
+                Some(super::service::TOO_LARGE) => {
+                    let name = gs.first().and_then(|g| g.first()).map(|s| s.labels.to_string()).unwrap_or_default();
+                    tracing::error!(exporter = %self.sender.exporter, "dropping {samples} samples: a single data point too large for the receiver: {name}");
+                    out.push((samples, Some("too_large")));
+                }
+                outcome => out.push((samples, outcome)),
+            }
+        }
+        out
+    }
 }
 
 impl<T: Transport> Deliver for OtlpDeliver<T> {
@@ -32,6 +84,11 @@ impl<T: Transport> Deliver for OtlpDeliver<T> {
 
     fn observe(&self, batch: &Batch, _naming: Naming) {
         self.shared.observe(batch);
+    }
+
+    fn for_disk(&self, batch: &Batch, naming: Naming) -> Option<Batch> {
+        // Preserve mode keeps names and types from the labels alone.
+        (naming == Naming::Otel).then(|| self.shared.self_describing(batch))
     }
 
     fn shard_key(&self, s: &Series, naming: Naming) -> u64 {
@@ -46,12 +103,28 @@ impl<T: Transport> Deliver for OtlpDeliver<T> {
         naming: Naming,
     ) -> BoxFuture<'a, Delivered> {
         Box::pin(async move {
-            let samples = batch.sample_count();
-            let Some(req) = builder.build(&self.shared, &batch, naming) else {
-                // Only series that map to nothing (e.g. `_created` start times).
-                return vec![(samples, None)];
-            };
-            vec![(samples, self.sender.send(&req).await)]
+            // A record replayed from disk carries its metadata and
+            // target_info (see `for_disk`): learn them before converting.
+            self.shared.observe(&batch);
+            // Data points: the series that convert into one OTLP point
+            // (buckets, sum, count, _created) are never split apart.
+            let mut order: Vec<u64> = Vec::new();
+            let mut groups: std::collections::HashMap<u64, Vec<Series>> = std::collections::HashMap::new();
+            {
+                let store = self.shared.metadata.lock().unwrap_or_else(|p| p.into_inner());
+                for s in batch.series {
+                    let k = Converter::shard_key(&store, naming, &s);
+                    groups
+                        .entry(k)
+                        .or_insert_with(|| {
+                            order.push(k);
+                            Vec::new()
+                        })
+                        .push(s);
+                }
+            }
+            let groups: Vec<Vec<Series>> = order.into_iter().filter_map(|k| groups.remove(&k)).collect();
+            self.send_groups(builder, groups, &batch.metadata, naming).await
         })
     }
 
@@ -118,7 +191,12 @@ pub fn new_exporter(
         telemetry.clone(),
         state.clone(),
     );
-    let deliver = OtlpDeliver { sender, shared: Shared::default(), trim: cfg.trim_metric_suffixes };
+    let deliver = OtlpDeliver {
+        sender,
+        shared: Shared::default(),
+        trim: cfg.trim_metric_suffixes,
+        max_request_bytes: cfg.max_request_bytes.0 as usize,
+    };
     let q = SendingQueue::new(id, endpoint, cfg.sending_queue.clone(), deliver, telemetry);
     q.set_endpoint_state(state);
     Ok(q)

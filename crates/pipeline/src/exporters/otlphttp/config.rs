@@ -34,6 +34,12 @@ pub struct OtlpHttpConfig {
     /// Also send one real `infertel_canary` data point at startup (default off).
     #[serde(default)]
     pub canary: bool,
+    /// Requests are cut at data-point boundaries to at most this many bytes
+    /// of uncompressed protobuf (default 4,000,000: under gRPC's default
+    /// 4 MiB receive limit); a request the receiver still refuses as too
+    /// large is split in halves down to one data point.
+    #[serde(default = "crate::exporters::otlp::config::default_max_request_bytes")]
+    pub max_request_bytes: crate::config::ByteSize,
 }
 
 /// `base` + `/v1/metrics`, without a double slash and without doubling a

@@ -45,7 +45,12 @@ pub fn new_exporter(
         telemetry.clone(),
         state.clone(),
     );
-    let deliver = OtlpDeliver { sender, shared: Shared::default(), trim: cfg.trim_metric_suffixes };
+    let deliver = OtlpDeliver {
+        sender,
+        shared: Shared::default(),
+        trim: cfg.trim_metric_suffixes,
+        max_request_bytes: cfg.max_request_bytes.0 as usize,
+    };
     let q =
         SendingQueue::new(id, crate::exporters::probe::redact_url(&url), cfg.sending_queue.clone(), deliver, telemetry);
     q.set_endpoint_state(state);

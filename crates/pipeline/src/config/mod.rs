@@ -261,14 +261,102 @@ pub fn load_str(origin: &str, text: &str, lookup: &dyn Fn(&str) -> Option<String
     // The secrets it holds are hidden from every log line and /metrics.
     if let Ok(v) = serde_yaml::from_str::<serde_yaml::Value>(&expanded) {
         crate::secrets::register_config(&v);
+        // A Prometheus configuration where a pipeline config is expected:
+        // say so, rather than "unknown field `global`".
+        if let Some(m) = v.as_mapping() {
+            let has = |k: &str| m.contains_key(serde_yaml::Value::String(k.into()));
+            if (has("scrape_configs") || has("global")) && !has("receivers") && !has("service") {
+                let (line, column) = locate(text, "", "scrape_configs:");
+                return Err(Refused {
+                    errors: vec![ConfigIssue {
+                        origin: origin.into(),
+                        line,
+                        column,
+                        path: String::new(),
+                        message: "this is a Prometheus configuration (global, scrape_configs), not an infertel pipeline config: put it under receivers.prometheus.config (indented) and add an exporter and service.pipelines.metrics, as in config/prometheus.yaml; its remote_write entries become exporters.prometheusremotewrite".into(),
+                    }],
+                    warnings,
+                });
+            }
+        }
     }
-    let config: Config = match serde_yaml::from_str(&expanded) {
+    let stripped = match server_sections(origin, &expanded, &mut warnings) {
+        Ok(s) => s,
+        Err(errors) => return Err(Refused { errors, warnings }),
+    };
+    let parsed = match &stripped {
+        // A pasted server config, its server-only sections taken out.
+        Some(v) => serde_yaml::from_value(v.clone()),
+        None => serde_yaml::from_str(&expanded),
+    };
+    let config: Config = match parsed {
         Ok(c) => c,
         Err(e) => return Err(Refused { errors: vec![yaml_issue(origin, &e)], warnings }),
     };
     let v = validate(origin, &expanded, &config);
     warnings.extend(v.warnings);
     if v.errors.is_empty() { Ok(Loaded { config, warnings }) } else { Err(Refused { errors: v.errors, warnings }) }
+}
+
+/// Sections of a Prometheus server's configuration that a `prometheus`
+/// receiver's `config` may hold when a whole `prometheus.yml` is pasted:
+/// `rule_files`, `alerting` and `storage` are taken out with one warning
+/// each (nothing here evaluates rules, sends alerts or keeps a TSDB);
+/// `remote_write` and `remote_read` are refused with the way to do it, and
+/// `scrape_config_files` until it is supported. `Some` is the config with
+/// the ignored sections removed; `None`: nothing to remove.
+fn server_sections(
+    origin: &str,
+    text: &str,
+    warnings: &mut Vec<ConfigIssue>,
+) -> Result<Option<serde_yaml::Value>, Vec<ConfigIssue>> {
+    let Ok(mut root) = serde_yaml::from_str::<serde_yaml::Value>(text) else { return Ok(None) };
+    let mut changed = false;
+    let mut errors = Vec::new();
+    let Some(receivers) = root.get_mut("receivers").and_then(|r| r.as_mapping_mut()) else { return Ok(None) };
+    for (id, rc) in receivers.iter_mut() {
+        let id = id.as_str().unwrap_or("").to_string();
+        if !(id == "prometheus" || id.starts_with("prometheus/")) {
+            continue;
+        }
+        let Some(cfg) = rc.get_mut("config").and_then(|c| c.as_mapping_mut()) else { continue };
+        for key in ["rule_files", "alerting", "storage"] {
+            if cfg.remove(key).is_some() {
+                changed = true;
+                let (line, column) = locate(text, "receivers:", &format!("{key}:"));
+                warnings.push(ConfigIssue {
+                    origin: origin.into(),
+                    line,
+                    column,
+                    path: format!("receivers.{id}.config.{key}"),
+                    message: "ignored: infertel evaluates no rules and sends no alerts".into(),
+                });
+            }
+        }
+        for (key, message) in [
+            (
+                "remote_write",
+                "data leaves infertel through an exporter: move each remote_write entry to exporters.prometheusremotewrite (url becomes endpoint) and list it in service.pipelines",
+            ),
+            ("remote_read", "infertel does not read from remote storage: remove it"),
+            ("scrape_config_files", "not supported yet: inline those jobs under scrape_configs"),
+        ] {
+            if cfg.contains_key(key) {
+                let (line, column) = locate(text, "receivers:", &format!("{key}:"));
+                errors.push(ConfigIssue {
+                    origin: origin.into(),
+                    line,
+                    column,
+                    path: format!("receivers.{id}.config.{key}"),
+                    message: message.into(),
+                });
+            }
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(changed.then_some(root))
 }
 
 fn yaml_issue(origin: &str, e: &serde_yaml::Error) -> ConfigIssue {

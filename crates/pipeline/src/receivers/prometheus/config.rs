@@ -29,7 +29,9 @@ pub struct PromConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct GlobalConfig {
     pub scrape_interval: Duration,
-    pub scrape_timeout: Duration,
+    /// Unset: min(10s, `scrape_interval`), as Prometheus' `config.go`
+    /// defaults it (see [`GlobalConfig::timeout`]).
+    pub scrape_timeout: Option<Duration>,
     /// Accepted so pasted configs load; rules are not evaluated here.
     pub evaluation_interval: Option<Duration>,
     /// Added to every scraped series unless the series has the label.
@@ -40,7 +42,7 @@ impl Default for GlobalConfig {
     fn default() -> Self {
         GlobalConfig {
             scrape_interval: Duration::from_secs(60),
-            scrape_timeout: Duration::from_secs(10),
+            scrape_timeout: None,
             evaluation_interval: None,
             external_labels: BTreeMap::new(),
         }
@@ -176,6 +178,17 @@ impl TlsConfig {
     }
 }
 
+impl GlobalConfig {
+    /// The global scrape timeout: as set, else Prometheus' default of 10s
+    /// capped at the global interval (a 5s interval gets a 5s timeout).
+    pub fn timeout(&self) -> std::time::Duration {
+        match self.scrape_timeout {
+            Some(t) => t.get(),
+            None => std::time::Duration::from_secs(10).min(self.scrape_interval.get()),
+        }
+    }
+}
+
 impl ScrapeConfig {
     pub fn interval(&self, g: &GlobalConfig) -> std::time::Duration {
         self.scrape_interval.unwrap_or(g.scrape_interval).get()
@@ -185,7 +198,7 @@ impl ScrapeConfig {
     pub fn timeout(&self, g: &GlobalConfig) -> std::time::Duration {
         match self.scrape_timeout {
             Some(t) => t.get(),
-            None => g.scrape_timeout.get().min(self.interval(g)),
+            None => g.timeout().min(self.interval(g)),
         }
     }
 
@@ -193,6 +206,9 @@ impl ScrapeConfig {
         let job = &self.job_name;
         if job.is_empty() {
             return Err("scrape_configs: job_name must not be empty".into());
+        }
+        if self.scrape_timeout.is_some_and(|t| t.get().is_zero()) {
+            return Err(format!("job {job:?}: scrape_timeout must be greater than 0 (leave it out for the default)"));
         }
         if self.interval(g).is_zero() {
             return Err(format!("job {job:?}: scrape_interval must be greater than 0"));
@@ -271,9 +287,17 @@ impl PrometheusConfig {
             return Err("config.scrape_configs: at least one scrape config is needed".into());
         }
         let g = &c.global;
-        if g.scrape_timeout > g.scrape_interval {
-            return Err("config.global: scrape_timeout greater than scrape_interval".into());
+        if g.scrape_timeout.is_some_and(|t| t.get().is_zero()) {
+            return Err("config.global: scrape_timeout must be greater than 0 (leave it out for the default)".into());
         }
+        if g.timeout() > g.scrape_interval.get() {
+            return Err(format!(
+                "config.global: scrape_timeout ({}) greater than scrape_interval ({})",
+                g.scrape_timeout.map(|t| t.to_string()).unwrap_or_default(),
+                g.scrape_interval
+            ));
+        }
+
         let mut seen = std::collections::HashSet::new();
         for sc in &c.scrape_configs {
             if !seen.insert(&sc.job_name) {

@@ -4,6 +4,7 @@
 
 use super::{Proc, free_port, repo_dir, wait_until};
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -149,6 +150,11 @@ impl OtlpReceiver {
     pub fn start(script: &str) -> OtlpReceiver {
         let dir = tempfile::tempdir().expect("tempdir");
         let (grpc_port, http_port) = (free_port(), free_port());
+        let proc = Self::spawn(script, grpc_port, http_port, dir.path());
+        OtlpReceiver { proc, grpc_port, http_port, dir }
+    }
+
+    fn spawn(script: &str, grpc_port: u16, http_port: u16, dir: &Path) -> Proc {
         let mut cmd = Command::new("python3");
         cmd.arg(repo_dir().join("tests/otlp_receiver.py"))
             .arg("--grpc-port")
@@ -156,11 +162,12 @@ impl OtlpReceiver {
             .arg("--http-port")
             .arg(http_port.to_string())
             .arg("--out")
-            .arg(dir.path())
+            .arg(dir)
             .arg("--script")
             .arg(script);
-        let mut proc = Proc::spawn("otlp_receiver", &mut cmd, dir.path().join("receiver.log"));
-        let ready = dir.path().join("ready");
+        let ready = dir.join("ready");
+        let _ = std::fs::remove_file(&ready);
+        let mut proc = Proc::spawn("otlp_receiver", &mut cmd, dir.join("receiver.log"));
         wait_until("OTLP receiver ready", Duration::from_secs(30), || {
             if let Ok(Some(st)) = proc.child.try_wait() {
                 panic!(
@@ -170,7 +177,17 @@ impl OtlpReceiver {
             }
             ready.exists().then_some(())
         });
-        OtlpReceiver { proc, grpc_port, http_port, dir }
+        proc
+    }
+
+    /// Stops the receiver (an outage); [`OtlpReceiver::start_again`] brings
+    /// it back on the same ports, appending to the same request log.
+    pub fn stop(&mut self) {
+        self.proc.terminate(Duration::from_secs(10));
+    }
+
+    pub fn start_again(&mut self) {
+        self.proc = Self::spawn("[]", self.grpc_port, self.http_port, self.dir.path());
     }
 
     pub fn grpc_endpoint(&self) -> String {

@@ -92,3 +92,78 @@ service:
     assert_eq!(m.sum("infertel_receiver_scrape_errors_total", &[("job", "healthy")]), 0.0);
     assert_eq!(m.sum("infertel_exporter_dropped_samples_total", &[]), 0.0);
 }
+
+/// As Prometheus (issue 13 §4): over `target_limit` every target of the job
+/// fails its scrapes (before, the first N were scraped), counted with the
+/// reason; and a body of exactly `body_size_limit` bytes fails (Prometheus
+/// reads at most the limit and fails when it read that much), one byte less
+/// passes. Both limits in Prometheus' units: `body_size_limit` is base 2.
+#[test]
+fn target_limit_fails_every_target_and_an_exact_body_size_fails() {
+    let targets = Targets::start();
+    let body = "# TYPE g gauge\ng 1\n";
+    targets.set("/g", TEXT_004, body);
+    let rx = RwReceiver::start(std::sync::Arc::new(|_| (204, Duration::ZERO)));
+    let addr = targets.addr;
+    let n = body.len();
+    let cfg = format!(
+        r#"
+receivers:
+  prometheus:
+    config:
+      global: {{scrape_interval: 500ms, scrape_timeout: 500ms}}
+      scrape_configs:
+        - job_name: limited
+          metrics_path: /g
+          target_limit: 2
+          static_configs: [{{targets: ['{addr}'], labels: {{n: '0'}}}}, {{targets: ['{addr}'], labels: {{n: '1'}}}}, {{targets: ['{addr}'], labels: {{n: '2'}}}}]
+        - job_name: exact
+          metrics_path: /g
+          body_size_limit: {n}
+          static_configs: [{{targets: ['{addr}']}}]
+        - job_name: room
+          metrics_path: /g
+          body_size_limit: {room}
+          static_configs: [{{targets: ['{addr}']}}]
+exporters:
+  prometheusremotewrite: {{endpoint: {url}, startup_check: off}}
+service:
+  pipelines:
+    metrics: {{receivers: [prometheus], exporters: [prometheusremotewrite]}}
+  telemetry: {{metrics: {{address: "{{{{TELEMETRY}}}}"}}}}
+"#,
+        room = n + 1,
+        url = rx.url()
+    );
+    let agent = Agent::start(&cfg);
+    let ups = || {
+        let mut m = std::collections::BTreeMap::new();
+        for r in rx.received() {
+            for s in &r.series {
+                if s.labels.metric_name() == "up" {
+                    let key = format!("{}/{}", s.labels.get("job").unwrap_or(""), s.labels.get("n").unwrap_or(""));
+                    m.insert(key, s.samples.last().unwrap().value);
+                }
+            }
+        }
+        m
+    };
+    wait_until("every target's up reported", Duration::from_secs(20), || (ups().len() == 5).then_some(()));
+    let u = ups();
+    for k in ["limited/0", "limited/1", "limited/2"] {
+        assert_eq!(u[k], 0.0, "{k}: every target of a job over target_limit fails: {u:?}");
+    }
+    assert_eq!(u["exact/"], 0.0, "a body of exactly the limit fails");
+    assert_eq!(u["room/"], 1.0, "a limit one byte larger passes");
+    let errors = |reason: &str| agent.self_metric("infertel_receiver_scrape_errors_total", &[("reason", reason)]);
+    assert!(errors("target_limit") >= 3.0, "counted per target");
+    assert!(errors("body_size_limit") >= 1.0);
+    let data: Vec<String> = rx
+        .received()
+        .iter()
+        .flat_map(|r| r.series.iter())
+        .filter(|s| s.labels.metric_name() == "g")
+        .map(|s| s.labels.get("job").unwrap_or("").to_string())
+        .collect();
+    assert!(data.iter().all(|j| j == "room"), "only the passing job forwards data: {data:?}");
+}

@@ -47,6 +47,7 @@ fn job_with(metric_relabel: Relabeler) -> JobSettings {
         external_labels: vec![],
         auth: ScrapeAuth::None,
         interner: Default::default(),
+        forced_error: Default::default(),
     }
 }
 

@@ -57,6 +57,7 @@ fn main() {
         external_labels: vec![],
         auth: ScrapeAuth::None,
         interner: Default::default(),
+        forced_error: Default::default(),
     };
     let target_count: usize = args
         .iter()

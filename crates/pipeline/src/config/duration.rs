@@ -28,18 +28,34 @@ impl fmt::Debug for Duration {
 }
 
 impl fmt::Display for Duration {
+    /// As Prometheus writes a duration (`model.Duration.String`): `1m30s`,
+    /// `1s500ms`, `1h`, `2d`; years and weeks only when exact. The
+    /// `__scrape_interval__` and `__scrape_timeout__` labels carry it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ms = self.0.as_millis();
+        let mut ms = self.0.as_millis();
         if ms == 0 {
             return f.write_str("0s");
         }
-        if ms.is_multiple_of(60_000) {
-            write!(f, "{}m", ms / 60_000)
-        } else if ms.is_multiple_of(1000) {
-            write!(f, "{}s", ms / 1000)
-        } else {
-            write!(f, "{}ms", ms)
+        const UNITS: [(&str, u128, bool); 7] = [
+            ("y", 365 * 24 * 3_600_000, true),
+            ("w", 7 * 24 * 3_600_000, true),
+            ("d", 24 * 3_600_000, false),
+            ("h", 3_600_000, false),
+            ("m", 60_000, false),
+            ("s", 1000, false),
+            ("ms", 1, false),
+        ];
+        for (unit, mult, exact) in UNITS {
+            if exact && !ms.is_multiple_of(mult) {
+                continue;
+            }
+            let v = ms / mult;
+            if v > 0 {
+                write!(f, "{v}{unit}")?;
+                ms -= v * mult;
+            }
         }
+        Ok(())
     }
 }
 
@@ -122,6 +138,54 @@ impl Serialize for Duration {
     }
 }
 
+/// A size as Prometheus reads one (`body_size_limit`, `units.Base2Bytes`):
+/// every unit is a power of two, `10MB` = 10,485,760 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Base2Size(pub u64);
+
+pub fn parse_base2_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("invalid size {s:?}"))?;
+    let k = 1024.0_f64;
+    let mult = match unit.trim() {
+        "" | "B" => 1.0,
+        "KB" | "KiB" | "kB" => k,
+        "MB" | "MiB" => k * k,
+        "GB" | "GiB" => k * k * k,
+        "TB" | "TiB" => k * k * k * k,
+        u => {
+            return Err(format!("invalid size {s:?}: unknown unit {u:?} (Prometheus base-2 units: B, KB, MB, GB, TB)"));
+        }
+    };
+    Ok((n * mult) as u64)
+}
+
+struct Base2Visitor;
+
+impl serde::de::Visitor<'_> for Base2Visitor {
+    type Value = Base2Size;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a size in bytes such as 1048576 or \"10MB\" (base 2, as Prometheus)")
+    }
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Base2Size, E> {
+        parse_base2_size(s).map(Base2Size).map_err(E::custom)
+    }
+    fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Base2Size, E> {
+        Ok(Base2Size(n))
+    }
+    fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Base2Size, E> {
+        u64::try_from(n).map(Base2Size).map_err(|_| E::custom("a size must not be negative"))
+    }
+}
+
+impl<'de> Deserialize<'de> for Base2Size {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(Base2Visitor)
+    }
+}
+
 /// A byte size: `10MB`, `512KiB`, `1048576`, `0` (no limit).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct ByteSize(pub u64);
@@ -171,6 +235,24 @@ impl<'de> Deserialize<'de> for ByteSize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Prometheus' `model.Duration.String()` and `units.Base2Bytes`.
+    #[test]
+    fn prometheus_formats_and_units() {
+        let d = |ms: u64| Duration::from_millis(ms).to_string();
+        assert_eq!(d(90_000), "1m30s");
+        assert_eq!(d(1_500), "1s500ms");
+        assert_eq!(d(60_000), "1m");
+        assert_eq!(d(3_600_000), "1h");
+        assert_eq!(d(90_061_000), "1d1h1m1s");
+        assert_eq!(d(7 * 24 * 3_600_000), "1w");
+        assert_eq!(d(8 * 24 * 3_600_000), "8d", "weeks only when exact");
+        assert_eq!(d(0), "0s");
+        assert_eq!(parse_base2_size("10MB").unwrap(), 10_485_760);
+        assert_eq!(parse_base2_size("1KB").unwrap(), 1024);
+        assert_eq!(parse_base2_size("512").unwrap(), 512);
+        assert_eq!(parse_byte_size("10MB").unwrap(), 10_000_000, "other keys keep decimal MB");
+    }
 
     #[test]
     fn durations() {

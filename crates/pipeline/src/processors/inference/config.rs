@@ -178,7 +178,7 @@ mod tests {
         let err = load_str("c.yaml", &config("window: 1m", "scrape_interval: 15s", "scrape_interval: 45s"), &|_| None)
             .err()
             .expect("refused");
-        assert!(err.errors.iter().any(|e| e.message.contains("at least 90s")), "{:?}", err.errors);
+        assert!(err.errors.iter().any(|e| e.message.contains("at least 1m30s")), "{:?}", err.errors);
         for ok in [("window: 2m", "scrape_interval: 1m"), ("window: 30s", "scrape_interval: 15s")] {
             let text = config(ok.0, ok.1, "");
             assert!(load_str("c.yaml", &text, &|_| None).is_ok(), "{ok:?}");

@@ -2,7 +2,7 @@
 //! `scrape_configs`, with Prometheus's defaults, so a job can be pasted from
 //! a `prometheus.yml`.
 
-use crate::config::{ByteSize, Duration};
+use crate::config::Duration;
 use crate::http::TlsSettings;
 use infertel_relabel::{RelabelConfig, Relabeler};
 use serde::Deserialize;
@@ -93,8 +93,9 @@ pub struct ScrapeConfig {
     pub label_value_length_limit: u64,
     #[serde(default)]
     pub target_limit: u64,
+    /// Base-2 units, as Prometheus (`10MB` = 10,485,760 bytes).
     #[serde(default)]
-    pub body_size_limit: ByteSize,
+    pub body_size_limit: crate::config::duration::Base2Size,
     #[serde(default)]
     pub relabel_configs: Vec<RelabelConfig>,
     #[serde(default)]

@@ -67,6 +67,7 @@ fn job_settings(receiver: &str, sc: &ScrapeConfig, g: &GlobalConfig) -> Result<J
         external_labels: g.external_labels.iter().map(|(k, v)| Label::new(k.as_str(), v.as_str())).collect(),
         auth,
         interner: Default::default(),
+        forced_error: Default::default(),
     })
 }
 
@@ -185,13 +186,21 @@ async fn run_job(
                 }
             }
         }
-        if sc.target_limit > 0 && targets.len() as u64 > sc.target_limit {
-            tracing::error!(
-                receiver = %receiver, job = %sc.job_name,
-                "target_limit exceeded: {} targets discovered, limit {}; scraping the first {}", targets.len(), sc.target_limit, sc.target_limit
-            );
-            target_errors.add(targets.len() as u64 - sc.target_limit);
-            targets.truncate(sc.target_limit as usize);
+        // Over target_limit every target of the job fails its scrapes (up 0,
+        // error "target_limit exceeded"), as in Prometheus; they recover
+        // once discovery is back under the limit.
+        let over = sc.target_limit > 0 && targets.len() as u64 > sc.target_limit;
+        {
+            let mut forced = job.forced_error.write().unwrap_or_else(|p| p.into_inner());
+            if over && forced.is_none() {
+                tracing::error!(
+                    receiver = %receiver, job = %sc.job_name,
+                    "target_limit exceeded: {} targets discovered, limit {}: every target of the job fails until the job is back under it", targets.len(), sc.target_limit
+                );
+                target_errors.add(targets.len() as u64 - sc.target_limit);
+            }
+            *forced =
+                over.then(|| format!("target_limit exceeded ({} targets, limit {})", targets.len(), sc.target_limit));
         }
         // Stop loops whose target went away, start loops for new targets.
         let keys: Vec<(Labels, String)> = targets.iter().map(|t| (t.all_labels.clone(), t.url.clone())).collect();

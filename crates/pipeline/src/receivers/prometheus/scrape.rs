@@ -108,6 +108,10 @@ pub struct JobSettings {
     pub auth: ScrapeAuth,
     /// Label strings shared by every series of every target of the job.
     pub interner: Interner,
+    /// Set while the job is over its `target_limit`: every target's scrape
+    /// fails with it, as Prometheus forces the error on every loop of the
+    /// pool (rather than scraping the first N).
+    pub forced_error: std::sync::RwLock<Option<String>>,
 }
 
 /// Interns label names and values, so a string that appears in many series
@@ -666,8 +670,10 @@ impl ScrapeLoop {
                 buf.reserve(n.min(64 << 20) as usize);
             }
             while let Some(chunk) = resp.chunk().await.map_err(|e| classify(&e))? {
-                if limit > 0 && (buf.len() + chunk.len()) as u64 > limit {
-                    return Err(fail("body_size_limit", format!("body size limit exceeded: more than {limit} bytes")));
+                // A body of exactly the limit fails too, as in Prometheus
+                // (`n >= bodySizeLimit` after reading at most the limit).
+                if limit > 0 && (buf.len() + chunk.len()) as u64 >= limit {
+                    return Err(fail("body_size_limit", format!("body size limit exceeded: {limit} bytes or more")));
                 }
                 buf.extend_from_slice(&chunk);
             }
@@ -686,7 +692,12 @@ impl ScrapeLoop {
         let mut series: Vec<Series> = Vec::with_capacity(cache.len() + 8);
         let mut metadata = Vec::new();
         let want_meta = cache.last_metadata.is_none_or(|t| t.elapsed() >= Duration::from_secs(60));
-        let result = match self.fetch(buf).await {
+        let forced = self.job.forced_error.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let fetched = match forced {
+            Some(e) => Err(fail("target_limit", e)),
+            None => self.fetch(buf).await,
+        };
+        let result = match fetched {
             Ok(ct) => build_series(
                 buf,
                 ct.as_deref(),
@@ -797,6 +808,7 @@ mod tests {
             label_name_length_limit: 0,
             label_value_length_limit: 0,
             body_size_limit: 0,
+            forced_error: Default::default(),
             metric_relabel: Relabeler::new(&rc).unwrap(),
             external_labels: vec![],
             auth: ScrapeAuth::None,

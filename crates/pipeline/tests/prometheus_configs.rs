@@ -93,3 +93,15 @@ fn a_bare_prometheus_file_is_recognised_and_explained() {
     assert!(!e.message.contains("unknown field"), "{}", e.message);
     assert!(e.line.is_some(), "names the line");
 }
+
+/// A blackbox-exporter job (Prometheus' own example): the targets are URLs
+/// that relabel_configs move to `__param_target`. Accepted as Prometheus
+/// accepts it; without relabel_configs a URL target is still refused.
+#[test]
+fn a_blackbox_job_with_url_targets_loads() {
+    let job = "global: {scrape_interval: 15s}\nscrape_configs:\n  - job_name: blackbox\n    metrics_path: /probe\n    params: {module: [http_2xx]}\n    static_configs: [{targets: ['http://prometheus.io', 'https://prometheus.io']}]\n    relabel_configs:\n      - {source_labels: [__address__], target_label: __param_target}\n      - {source_labels: [__param_target], target_label: instance}\n      - {target_label: __address__, replacement: '127.0.0.1:9115'}\n";
+    load_str("c.yaml", &pipeline_with(job), &|_| None).unwrap_or_else(|r| panic!("{:?}", r.errors));
+    let bare = "scrape_configs:\n  - job_name: a\n    static_configs: [{targets: ['http://h:1/metrics']}]\n";
+    let r = load_str("c.yaml", &pipeline_with(bare), &|_| None).err().expect("refused without relabeling");
+    assert!(r.errors.iter().any(|e| e.message.contains("without scheme or path")), "{:?}", r.errors);
+}

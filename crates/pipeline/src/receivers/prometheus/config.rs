@@ -268,7 +268,10 @@ impl ScrapeConfig {
         for (i, k) in self.kubernetes_sd_configs.iter().enumerate() {
             k.validate().map_err(|e| format!("job {job:?}: kubernetes_sd_configs[{i}]: {e}"))?;
         }
-        for sc in &self.static_configs {
+        // As Prometheus: a URL is a valid target when relabel_configs may
+        // rewrite it (blackbox-exporter jobs move it to __param_target);
+        // the check applies only without relabeling.
+        for sc in self.static_configs.iter().filter(|_| self.relabel_configs.is_empty()) {
             for t in &sc.targets {
                 if t.contains('/') {
                     return Err(format!(

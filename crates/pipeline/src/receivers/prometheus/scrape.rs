@@ -238,12 +238,15 @@ impl SeriesCache {
 pub fn attach_target_labels(mut scraped: Vec<Label>, target: &Labels, honor: bool) -> Vec<Label> {
     let has = |v: &[Label], n: &str| v.iter().any(|l| &*l.name == n && !l.value.is_empty());
     if honor {
+        // Presence, not value, as Prometheus' `lset.Has`: a scraped
+        // `instance=""` (Pushgateway writes them) keeps the target's out,
+        // and is then dropped with the other empty labels.
         for t in target.iter() {
-            if !has(&scraped, &t.name) {
-                scraped.retain(|l| l.name != t.name);
+            if !scraped.iter().any(|l| l.name == t.name) {
                 scraped.push(t.clone());
             }
         }
+        scraped.retain(|l| !l.value.is_empty());
         return scraped;
     }
     let exposed: Vec<Label> = scraped.clone();
@@ -921,6 +924,10 @@ mod tests {
         j.honor_labels = true;
         let (out, _) = scrape("a{job=\"orig\"} 1\n", 1, &j, &mut SeriesCache::default()).unwrap();
         assert_eq!(names(&out), [r#"a{instance="h:1",job="orig"}"#]);
+        // A scraped empty label is "present" for honor_labels: the
+        // target's is not attached, and the empty one is dropped.
+        let (out, _) = scrape("a{instance=\"\"} 1\n", 1, &j, &mut SeriesCache::default()).unwrap();
+        assert_eq!(names(&out), [r#"a{job="j"}"#]);
     }
 
     #[test]

@@ -500,6 +500,21 @@ fn too_large_requests_are_split_not_dropped() {
     assert!(!s.values.keys().any(|k| k.starts_with("huge{")), "the oversized series never got in");
 }
 
+/// Per `series` attribute, the values of counter `c` the OTLP receiver got.
+fn otlp_counter_values(
+    rx: &support::otlp::OtlpReceiver,
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<u64>> {
+    let mut m: std::collections::BTreeMap<String, std::collections::BTreeSet<u64>> = Default::default();
+    for r in rx.requests() {
+        for p in r.points().into_iter().filter(|p| p.metric.starts_with('c')) {
+            if let (Some(s), Some(v)) = (p.attrs.get("series"), p.value) {
+                m.entry(s.clone()).or_default().insert(v as u64);
+            }
+        }
+    }
+    m
+}
+
 /// A proxy that cuts the first `cut` connections after `after` bytes from
 /// the client (mid-call: past the HTTP/2 preface and the request's headers,
 /// inside its body), as a collector rollout or a load balancer does; the
@@ -522,8 +537,7 @@ fn cutting_proxy(upstream: String, cut: usize, after: usize) -> (u16, Arc<Atomic
                 use std::io::{Read, Write};
                 let mut buf = [0u8; 4096];
                 let mut sent = 0usize;
-                loop {
-                    let Ok(k) = c_in.read(&mut buf) else { break };
+                while let Ok(k) = c_in.read(&mut buf) {
                     if k == 0 {
                         break;
                     }
@@ -585,20 +599,8 @@ service:
         target = targets.addr
     );
     let agent = Agent::start(&cfg);
-    let values = |rx: &support::otlp::OtlpReceiver| {
-        let mut m: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
-        for r in rx.requests() {
-            for p in r.points().into_iter().filter(|p| p.metric.starts_with('c')) {
-                if let (Some(s), Some(v)) = (p.attrs.get("series"), p.value) {
-                    m.entry(s.clone()).or_default().push(v as u64);
-                }
-            }
-        }
-        for v in m.values_mut() {
-            v.sort_unstable();
-            v.dedup();
-        }
-        m
+    let values = |rx: &support::otlp::OtlpReceiver| -> std::collections::BTreeMap<String, Vec<u64>> {
+        otlp_counter_values(rx).into_iter().map(|(k, v)| (k, v.into_iter().collect())).collect()
     };
     wait_until("both cuts made and 12 scrapes delivered", Duration::from_secs(40), || {
         let m = values(&rx);
@@ -667,17 +669,7 @@ service:
     let before = rx.requests().len();
     rx.start_again();
     let served_at_restart = targets.hits("/c");
-    let values = |rx: &support::otlp::OtlpReceiver| {
-        let mut m: std::collections::BTreeMap<String, std::collections::BTreeSet<u64>> = Default::default();
-        for r in rx.requests() {
-            for p in r.points().into_iter().filter(|p| p.metric.starts_with('c')) {
-                if let (Some(s), Some(v)) = (p.attrs.get("series"), p.value) {
-                    m.entry(s.clone()).or_default().insert(v as u64);
-                }
-            }
-        }
-        m
-    };
+    let values = otlp_counter_values;
     wait_until("the backlog delivered", Duration::from_secs(90), || {
         let m = values(&rx);
         (m.len() == WIDE && m.values().all(|v| (1..=served_at_restart).all(|i| v.contains(&i)))).then_some(())

@@ -26,6 +26,10 @@ pub struct OtlpDeliver<T: Transport> {
 }
 
 impl<T: Transport> OtlpDeliver<T> {
+    pub fn new(sender: Sender<T>, trim: bool, max_request_bytes: usize) -> Self {
+        OtlpDeliver { sender, shared: Shared::default(), trim, max_request_bytes }
+    }
+
     /// Sends the series of `groups` (data points: all series of one point
     /// stay together), cut to `max_request_bytes` and split in halves when
     /// the receiver refuses a request as too large; a single data point
@@ -191,12 +195,7 @@ pub fn new_exporter(
         telemetry.clone(),
         state.clone(),
     );
-    let deliver = OtlpDeliver {
-        sender,
-        shared: Shared::default(),
-        trim: cfg.trim_metric_suffixes,
-        max_request_bytes: cfg.max_request_bytes.0 as usize,
-    };
+    let deliver = OtlpDeliver::new(sender, cfg.trim_metric_suffixes, cfg.max_request_bytes.0 as usize);
     let q = SendingQueue::new(id, endpoint, cfg.sending_queue.clone(), deliver, telemetry);
     q.set_endpoint_state(state);
     Ok(q)

@@ -3,7 +3,6 @@
 
 use super::config::OtlpHttpConfig;
 use super::service::HttpTransport;
-use crate::exporters::otlp::request_builder::Shared;
 use crate::exporters::otlp::service::Sender;
 use crate::exporters::otlp::sink::OtlpDeliver;
 use crate::exporters::prometheusremotewrite::sink::header_map;
@@ -45,12 +44,7 @@ pub fn new_exporter(
         telemetry.clone(),
         state.clone(),
     );
-    let deliver = OtlpDeliver {
-        sender,
-        shared: Shared::default(),
-        trim: cfg.trim_metric_suffixes,
-        max_request_bytes: cfg.max_request_bytes.0 as usize,
-    };
+    let deliver = OtlpDeliver::new(sender, cfg.trim_metric_suffixes, cfg.max_request_bytes.0 as usize);
     let q =
         SendingQueue::new(id, crate::exporters::probe::redact_url(&url), cfg.sending_queue.clone(), deliver, telemetry);
     q.set_endpoint_state(state);

@@ -48,10 +48,20 @@ fn expand_line(
 ) {
     let mut col = 1usize;
     let mut rest = text;
+    // A relabel `replacement` is Prometheus syntax: `${1}`, `${name}` (a
+    // named group) and `$$` (a literal `$`) mean what they mean there, as
+    // Prometheus' own config loading leaves them; only `${env:VAR}` expands.
+    let replacement = is_replacement_line(text);
     while let Some(pos) = rest.find('$') {
         col += rest[..pos].chars().count();
         out.push_str(&rest[..pos]);
         let tail = &rest[pos..];
+        if replacement && !tail.starts_with("${env:") {
+            out.push('$');
+            col += 1;
+            rest = &tail[1..];
+            continue;
+        }
         if let Some(after) = tail.strip_prefix("$$") {
             out.push('$');
             rest = after;
@@ -95,9 +105,32 @@ fn expand_line(
     out.push_str(rest);
 }
 
+/// A line holding a relabel rule's `replacement` key (block or flow style).
+fn is_replacement_line(line: &str) -> bool {
+    let t = line.trim_start().trim_start_matches("- ");
+    t.starts_with("replacement:") || line.contains(" replacement:") || line.contains("{replacement:")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Prometheus leaves a replacement's `${name}`, `${1}` and `$$` alone;
+    /// so does the expansion (only `${env:...}` expands there).
+    #[test]
+    fn relabel_replacements_keep_prometheus_syntax() {
+        let env = |k: &str| (k == "KEY").then(|| "v".to_string());
+        let (s, w) = expand(
+            "f",
+            "    replacement: '${service}-$$1-${1}'\n  - {source_labels: [a], regex: '(?P<x>.*)', replacement: '${x}:${env:KEY}'}\nother: $$HOME ${KEY}\n",
+            &env,
+        );
+        assert_eq!(
+            s,
+            "    replacement: '${service}-$$1-${1}'\n  - {source_labels: [a], regex: '(?P<x>.*)', replacement: '${x}:v'}\nother: $HOME v\n"
+        );
+        assert!(w.is_empty(), "no warning for a capture group: {w:?}");
+    }
 
     fn env(n: &str) -> Option<String> {
         match n {

@@ -470,6 +470,14 @@ fn finish_labels(
     if labels.metric_name().is_empty() {
         return Err(fail("invalid_labels", format!("series {name}: no metric name (__name__) after relabeling")));
     }
+    // As Prometheus' verifyLabelLimits: `__name__` counts, external labels
+    // (which Prometheus adds at send time) do not.
+    if job.label_limit > 0 && labels.len() as u64 > job.label_limit {
+        return Err(fail(
+            "label_limit",
+            format!("label_limit exceeded: series {labels} has {} labels (limit {})", labels.len(), job.label_limit),
+        ));
+    }
     let labels = if job.external_labels.is_empty() {
         labels
     } else {
@@ -477,16 +485,6 @@ fn finish_labels(
         add_external(&mut v, &job.external_labels);
         Labels::from_vec(v)
     };
-    if job.label_limit > 0 && labels.len() as u64 - 1 > job.label_limit {
-        return Err(fail(
-            "label_limit",
-            format!(
-                "label_limit exceeded: series {labels} has {} labels (limit {})",
-                labels.len() - 1,
-                job.label_limit
-            ),
-        ));
-    }
     for l in labels.iter() {
         if job.label_name_length_limit > 0 && l.name.len() as u64 > job.label_name_length_limit {
             return Err(fail("label_limit", format!("label_name_length_limit exceeded: {:?} in {labels}", l.name)));
@@ -904,12 +902,17 @@ mod tests {
         j.sample_limit = 1;
         assert_eq!(scrape("a 1\nb 1\n", 1, &j, &mut SeriesCache::default()).unwrap_err().reason, "sample_limit");
         let mut j = job("");
-        j.label_limit = 2;
+        j.label_limit = 3;
         assert_eq!(
             scrape("a{x=\"1\"} 1\n", 1, &j, &mut SeriesCache::default()).unwrap_err().reason,
             "label_limit",
-            "x + job + instance = 3 labels"
+            "__name__ + x + job + instance = 4 labels (Prometheus counts __name__)"
         );
+        // External labels are added at send time in Prometheus: not counted.
+        let mut j = job("");
+        j.label_limit = 4;
+        j.external_labels = vec![Label::new("cluster", "c"), Label::new("region", "r")];
+        assert!(scrape("a{x=\"1\"} 1\n", 1, &j, &mut SeriesCache::default()).is_ok(), "4 labels, limit 4");
         let mut j = job("");
         j.label_value_length_limit = 3;
         assert_eq!(scrape("a{x=\"long\"} 1\n", 1, &j, &mut SeriesCache::default()).unwrap_err().reason, "label_limit");

@@ -149,10 +149,13 @@ fn badness(v: &Verdict) -> (u8, f64) {
 /// Evaluates every target at `end_ms` over the engine's window and builds the report.
 pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
     let keys: Vec<TargetKey> = engine.targets().cloned().collect();
-    // The first pass learns every target's schema (logged once).
-    for k in &keys {
-        engine.evaluate(k, end_ms);
-    }
+    // One pass learns every target's schema (logged once); its derived
+    // series give the per-engine scale signals.
+    let derived: BTreeMap<TargetKey, Vec<crate::engine::Derived>> =
+        keys.iter().map(|k| (k.clone(), engine.evaluate(k, end_ms).derived)).collect();
+    let signal_on = |k: &TargetKey| {
+        derived.get(k).is_some_and(|d| d.iter().any(|x| x.name == "infertel_scale_signal" && x.value == 1.0))
+    };
     let targets: Vec<TargetInfo> = keys
         .iter()
         .map(|k| TargetInfo {
@@ -316,8 +319,7 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
         .iter()
         .filter(|r| {
             r.measures.get("kv_cache_usage_ratio").is_some_and(|k| k >= s.scale.kv_cache_usage)
-                || r.measures.get("num_requests_waiting_max").is_some_and(|w| w > 0.0)
-                    && engine_sustained(engine, &r.target, end_ms)
+                || r.measures.get("num_requests_waiting_max").is_some_and(|w| w > 0.0) && signal_on(&r.target)
         })
         .map(|r| r.target.to_string())
         .collect();
@@ -366,11 +368,6 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
         recommendations: recs,
         notes,
     }
-}
-
-/// True when any engine of `key` has its scale signal on at `t`.
-fn engine_sustained(engine: &mut Engine, key: &TargetKey, t: i64) -> bool {
-    engine.evaluate(key, t).derived.iter().any(|d| d.name == "infertel_scale_signal" && d.value == 1.0)
 }
 
 impl Report {

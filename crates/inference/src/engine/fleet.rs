@@ -85,7 +85,7 @@ impl Engine {
         let mut fleet_gpus: BTreeMap<String, Gpu> = BTreeMap::new();
         let keys: Vec<TargetKey> = self.targets.keys().cloned().collect();
         for key in keys {
-            let Some((rates, _per_engine)) = self.target_rates(&key, t) else { continue };
+            let Some(rates) = self.target_rates(&key, t) else { continue };
             total.add(&rates);
             let mut m = rates.measures(o);
             let gpus = self.serving_gpus(&key, t);

@@ -35,14 +35,7 @@ pub(crate) struct Gpu<'a> {
 fn one(v: &View, input: &Input, keep: &dyn Fn(&Labels) -> bool) -> Result<GaugeStats, Skip> {
     let sel = v.select(input, "", keep)?;
     let (_, s) = sel.iter().min_by(|a, b| a.0.cmp(b.0)).ok_or(Skip::MissingInput)?;
-    let live: Vec<f64> = s.iter().map(|x| x.value).filter(|x| !infertel_model::is_stale_nan(*x)).collect();
-    let last = *live.last().ok_or(Skip::MissingInput)?;
-    Ok(GaugeStats {
-        last,
-        mean: live.iter().sum::<f64>() / live.len() as f64,
-        max: live.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-        min: live.iter().copied().fold(f64::INFINITY, f64::min),
-    })
+    GaugeStats::of(s).ok_or(Skip::MissingInput)
 }
 
 impl Gpu<'_> {

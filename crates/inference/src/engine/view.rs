@@ -4,7 +4,7 @@
 
 use super::ingest::{TargetState, WireName, wire};
 use crate::schema::{Input, Source};
-use crate::window::{Skip, histogram_quantile, in_window, increase};
+use crate::window::{Skip, in_window, increase};
 use infertel_model::{Labels, Sample};
 use std::collections::BTreeMap;
 
@@ -148,15 +148,11 @@ impl<'a> View<'a> {
     /// (the same labels but the name).
     fn created_ms(&self, created: &'static str, l: &Labels) -> Option<i64> {
         let m = self.st.series.get(&WireName(created))?;
-        let same = |c: &Labels| {
-            let strip = |x: &Labels| -> Vec<(String, String)> {
-                x.iter()
-                    .filter(|y| &*y.name != infertel_model::METRIC_NAME)
-                    .map(|y| (y.name.to_string(), y.value.to_string()))
-                    .collect()
-            };
-            strip(c) == strip(l)
-        };
+        // The same labels but the name, compared in place.
+        fn but_name(x: &Labels) -> impl Iterator<Item = &infertel_model::Label> {
+            x.as_slice().iter().filter(|y| &*y.name != infertel_model::METRIC_NAME)
+        }
+        let same = |c: &Labels| but_name(c).eq(but_name(l));
         let (_, v) = m.into_iter().find(|(c, _)| same(c))?;
         let last = v.last()?;
         Some((last.value * 1000.0).round() as i64)
@@ -204,29 +200,15 @@ impl<'a> View<'a> {
         Ok(buckets)
     }
 
-    #[allow(dead_code)]
-    fn quantile(&self, input: &Input, q: f64, keep: &dyn Fn(&Labels) -> bool) -> Result<f64, Skip> {
-        let mut buckets = Vec::new();
-        for (l, s) in self.select(input, "_bucket", keep)? {
-            let Some(le) = l.get("le").and_then(parse_le) else {
-                continue;
-            };
-            buckets.push((le, increase(s)?.rate()));
-        }
-        histogram_quantile(q, &buckets).ok_or(Skip::ZeroDenominator)
-    }
-
     /// Gauge: (last, mean, max, min) over the window, summed over series for `last`.
     pub(crate) fn gauge(&self, input: &Input, keep: &dyn Fn(&Labels) -> bool) -> Result<GaugeStats, Skip> {
         let sel = self.select(input, "", keep)?;
         let mut g = GaugeStats { last: 0.0, mean: 0.0, max: f64::NEG_INFINITY, min: f64::INFINITY };
-        for (_, s) in &sel {
-            g.last += s[s.len() - 1].value;
-            g.mean += s.iter().map(|x| x.value).sum::<f64>() / s.len() as f64;
-            for x in s.iter() {
-                g.max = g.max.max(x.value);
-                g.min = g.min.min(x.value);
-            }
+        for s in sel.iter().filter_map(|(_, s)| GaugeStats::of(s)) {
+            g.last += s.last;
+            g.mean += s.mean;
+            g.max = g.max.max(s.max);
+            g.min = g.min.min(s.min);
         }
         Ok(g)
     }
@@ -238,6 +220,23 @@ pub(crate) struct GaugeStats {
     pub(crate) mean: f64,
     pub(crate) max: f64,
     pub(crate) min: f64,
+}
+
+impl GaugeStats {
+    /// Last, mean, max and min of one series' samples (staleness markers
+    /// skipped); `None` without a value.
+    pub(crate) fn of(samples: &[Sample]) -> Option<GaugeStats> {
+        let mut g = GaugeStats { last: 0.0, mean: 0.0, max: f64::NEG_INFINITY, min: f64::INFINITY };
+        let mut n = 0usize;
+        for x in samples.iter().map(|x| x.value).filter(|x| !infertel_model::is_stale_nan(*x)) {
+            g.last = x;
+            g.mean += x;
+            g.max = g.max.max(x);
+            g.min = g.min.min(x);
+            n += 1;
+        }
+        (n > 0).then(|| GaugeStats { mean: g.mean / n as f64, ..g })
+    }
 }
 
 pub(crate) trait MaxPri {

@@ -147,29 +147,29 @@ impl Engine {
         for h in handlers {
             let hk = h.clone();
             let keep = move |l: &Labels| l.get("handler").unwrap_or("") == hk;
-            let r = v.child_rates(&schema::HTTP_REQUESTS, "status", &keep).and_then(|by| {
-                let all: f64 = by.values().sum();
+            let by = v.child_rates(&schema::HTTP_REQUESTS, "status", &keep);
+            let all = |by: &std::collections::BTreeMap<String, f64>| by.values().sum::<f64>();
+            let r = by.as_ref().map_err(|e| *e).and_then(|by| {
                 let bad: f64 =
                     by.iter().filter(|(s, _)| s.starts_with('4') || s.starts_with('5')).map(|(_, x)| x).sum();
-                super::view::ratio(Ok(bad), Ok(all))
+                super::view::ratio(Ok(bad), Ok(all(by)))
             });
             out.put("infertel_http_error_ratio", with(base.clone(), &[("handler", &h)]), r);
             // Client disconnects, where something records them as 499.
-            if let Ok(by) = v.child_rates(&schema::HTTP_REQUESTS, "status", &keep)
-                && by.contains_key("499")
+            if let Ok(by) = &by
+                && let Some(aborts) = by.get("499")
             {
-                let all: f64 = by.values().sum();
                 out.put(
                     "infertel_http_client_abort_ratio",
                     with(base.clone(), &[("handler", &h)]),
-                    super::view::ratio(Ok(by["499"]), Ok(all)),
+                    super::view::ratio(Ok(*aborts), Ok(all(by))),
                 );
             }
         }
     }
 
-    /// The inputs of every engine of `key` at `t`, summed, and per engine group.
-    pub(crate) fn target_rates(&self, key: &TargetKey, t: i64) -> Option<(Rates, Vec<(LabelPairs, Rates)>)> {
+    /// The inputs of every engine of `key` at `t`, summed.
+    pub(crate) fn target_rates(&self, key: &TargetKey, t: i64) -> Option<Rates> {
         let st = self.targets.get(key)?;
         let schema = st.detected.filter(|s| s.source() == crate::schema::Source::Vllm)?;
         if st.gone {
@@ -177,15 +177,11 @@ impl Engine {
         }
         let v = View { st, t, w: self.settings.window_ms };
         let mut total = Rates::default();
-        let mut per = Vec::new();
         for g in groups(&v) {
-            let gk = g.clone();
-            let keep = move |l: &Labels| matches(l, &gk, VLLM_GROUP);
-            let r = Rates::of(&v, &keep, schema);
-            total.add(&r);
-            per.push((g, r));
+            let keep = move |l: &Labels| matches(l, &g, VLLM_GROUP);
+            total.add(&Rates::of(&v, &keep, schema));
         }
-        (total.engines > 0).then_some((total, per))
+        (total.engines > 0).then_some(total)
     }
 
     /// The generation-token rate of a target's engines (those `keep` selects).

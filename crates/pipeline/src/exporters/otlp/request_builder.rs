@@ -22,6 +22,12 @@ pub fn is_synthetic_target_info(s: &infertel_model::Series) -> bool {
     s.labels.metric_name() == "target_info" && s.samples.len() == 1 && s.samples[0].timestamp_ms == SYNTHETIC_TS
 }
 
+/// The scraped samples of a batch: without the `target_info` added for the
+/// disk, which no scrape produced.
+pub fn scraped_samples(batch: &Batch) -> usize {
+    batch.sample_count() - batch.series.iter().filter(|s| is_synthetic_target_info(s)).count()
+}
+
 #[derive(Default)]
 pub struct Shared {
     pub metadata: Mutex<MetadataStore>,

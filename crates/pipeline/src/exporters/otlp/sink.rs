@@ -30,10 +30,11 @@ impl<T: Transport> OtlpDeliver<T> {
         OtlpDeliver { sender, shared: Shared::default(), trim, max_request_bytes }
     }
 
-    /// Sends the series of `groups` (data points: all series of one point
-    /// stay together), cut to `max_request_bytes` and split in halves when
-    /// the receiver refuses a request as too large; a single data point
-    /// still too large is dropped, counted as `too_large` and named.
+    /// Sends the series of `groups` (two or more data points: all series of
+    /// one point stay together), known too large as a whole: in halves, cut further to
+    /// `max_request_bytes` and split again when the receiver refuses a
+    /// request as too large; a single data point still too large is
+    /// dropped, counted as `too_large` and named.
     async fn send_groups(
         &self,
         builder: &mut RequestBuilder,
@@ -42,21 +43,21 @@ impl<T: Transport> OtlpDeliver<T> {
         naming: Naming,
     ) -> Delivered {
         let mut out = Vec::new();
-        let mut pending: Vec<Vec<Vec<Series>>> = vec![groups];
+        let split = |gs: Vec<Vec<Series>>, pending: &mut Vec<Vec<Vec<Series>>>| {
+            let mut a = gs;
+            let b = a.split_off(a.len() / 2);
+            pending.push(b);
+            pending.push(a);
+        };
+        let mut pending: Vec<Vec<Vec<Series>>> = Vec::new();
+        split(groups, &mut pending);
         while let Some(gs) = pending.pop() {
             let batch = Batch { series: gs.iter().flatten().cloned().collect(), metadata: metadata.to_vec() };
-            let synthetic = batch.series.iter().filter(|s| super::request_builder::is_synthetic_target_info(s)).count();
-            let samples = batch.sample_count() - synthetic;
+            let samples = super::request_builder::scraped_samples(&batch);
             let Some(req) = builder.build(&self.shared, &batch, naming) else {
                 // Only series that map to nothing (e.g. `_created` start times).
                 out.push((samples, None));
                 continue;
-            };
-            let split = |gs: Vec<Vec<Series>>, pending: &mut Vec<Vec<Vec<Series>>>| {
-                let mut a = gs;
-                let b = a.split_off(a.len() / 2);
-                pending.push(b);
-                pending.push(a);
             };
             if gs.len() > 1 && prost::Message::encoded_len(&req.body) > self.max_request_bytes {
                 split(gs, &mut pending);
@@ -110,8 +111,22 @@ impl<T: Transport> Deliver for OtlpDeliver<T> {
             // A record replayed from disk carries its metadata and
             // target_info (see `for_disk`): learn them before converting.
             self.shared.observe(&batch);
-            // Data points: the series that convert into one OTLP point
-            // (buckets, sum, count, _created) are never split apart.
+            // The whole batch first: the common case costs one conversion.
+            let samples = super::request_builder::scraped_samples(&batch);
+            let Some(req) = builder.build(&self.shared, &batch, naming) else {
+                // Only series that map to nothing (e.g. `_created` start times).
+                return vec![(samples, None)];
+            };
+            let fits = prost::Message::encoded_len(&req.body) <= self.max_request_bytes;
+            if fits {
+                match self.sender.send(&req).await {
+                    Some(super::service::TOO_LARGE) => {}
+                    outcome => return vec![(samples, outcome)],
+                }
+            }
+            // Too large to send, or refused as too large: split at data
+            // points (the series that convert into one OTLP point, buckets,
+            // sum, count, _created, are never split apart).
             let mut order: Vec<u64> = Vec::new();
             let mut groups: std::collections::HashMap<u64, Vec<Series>> = std::collections::HashMap::new();
             {
@@ -128,7 +143,20 @@ impl<T: Transport> Deliver for OtlpDeliver<T> {
                 }
             }
             let groups: Vec<Vec<Series>> = order.into_iter().filter_map(|k| groups.remove(&k)).collect();
-            self.send_groups(builder, groups, &batch.metadata, naming).await
+            if groups.len() > 1 {
+                return self.send_groups(builder, groups, &batch.metadata, naming).await;
+            }
+            // One data point: over the bound it is still tried once; refused
+            // as too large, it is dropped and named.
+            let outcome = if fits { Some(super::service::TOO_LARGE) } else { self.sender.send(&req).await };
+            match outcome {
+                Some(super::service::TOO_LARGE) => {
+                    let name = groups.first().and_then(|g| g.first()).map(|s| s.labels.to_string()).unwrap_or_default();
+                    tracing::error!(exporter = %self.sender.exporter, "dropping {samples} samples: a single data point too large for the receiver: {name}");
+                    vec![(samples, Some("too_large"))]
+                }
+                outcome => vec![(samples, outcome)],
+            }
         })
     }
 

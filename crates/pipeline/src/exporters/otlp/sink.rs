@@ -208,21 +208,10 @@ pub fn new_exporter(
     cfg.validate()?;
     let transport = GrpcTransport::new(&cfg, auth)?;
     let endpoint = crate::exporters::probe::redact_url(transport.endpoint());
-    let state = EndpointState::new(
-        &id,
-        transport.endpoint(),
-        cfg.startup_check,
-        cfg.canary,
-        cfg.retry_on_failure.clone().for_queue(cfg.sending_queue.storage.is_some()),
-        &telemetry,
-    );
-    let sender = Sender::new(
-        id.clone(),
-        transport,
-        cfg.retry_on_failure.clone().for_queue(cfg.sending_queue.storage.is_some()),
-        telemetry.clone(),
-        state.clone(),
-    );
+    // Resolved once for the queue it serves (see RetryConfig::for_queue).
+    let retry = cfg.retry_on_failure.clone().for_queue(cfg.sending_queue.storage.is_some());
+    let state = EndpointState::new(&id, transport.endpoint(), cfg.startup_check, cfg.canary, retry.clone(), &telemetry);
+    let sender = Sender::new(id.clone(), transport, retry, telemetry.clone(), state.clone());
     let deliver = OtlpDeliver::new(sender, cfg.trim_metric_suffixes, cfg.max_request_bytes.0 as usize);
     let q = SendingQueue::new(id, endpoint, cfg.sending_queue.clone(), deliver, telemetry);
     q.set_endpoint_state(state);

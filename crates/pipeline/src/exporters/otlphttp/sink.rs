@@ -29,21 +29,17 @@ pub fn new_exporter(
         auth,
         compression: cfg.compression,
     };
+    // Resolved once for the queue it serves (see RetryConfig::for_queue).
+    let retry = cfg.retry_on_failure.clone().for_queue(cfg.sending_queue.storage.is_some());
     let state = crate::exporters::probe::EndpointState::new(
         &id,
         &url,
         cfg.startup_check,
         cfg.canary,
-        cfg.retry_on_failure.clone().for_queue(cfg.sending_queue.storage.is_some()),
+        retry.clone(),
         &telemetry,
     );
-    let sender = Sender::new(
-        id.clone(),
-        transport,
-        cfg.retry_on_failure.clone().for_queue(cfg.sending_queue.storage.is_some()),
-        telemetry.clone(),
-        state.clone(),
-    );
+    let sender = Sender::new(id.clone(), transport, retry, telemetry.clone(), state.clone());
     let deliver = OtlpDeliver::new(sender, cfg.trim_metric_suffixes, cfg.max_request_bytes.0 as usize);
     let q =
         SendingQueue::new(id, crate::exporters::probe::redact_url(&url), cfg.sending_queue.clone(), deliver, telemetry);

@@ -56,21 +56,16 @@ pub fn new_exporter(
     cfg.validate()?;
     let client = crate::http::build_client(&cfg.tls.settings(), Some(cfg.timeout.get()))?;
     let headers = header_map(&cfg.headers)?;
-    let state = EndpointState::new(
-        &id,
-        &cfg.endpoint,
-        cfg.startup_check,
-        cfg.canary(),
-        cfg.retry_on_failure.clone().for_queue(cfg.sending_queue.storage.is_some()),
-        &telemetry,
-    );
+    // Resolved once for the queue it serves (see RetryConfig::for_queue).
+    let retry = cfg.retry_on_failure.clone().for_queue(cfg.sending_queue.storage.is_some());
+    let state = EndpointState::new(&id, &cfg.endpoint, cfg.startup_check, cfg.canary(), retry.clone(), &telemetry);
     let service = RemoteWriteService::new(
         id.clone(),
         cfg.endpoint.clone(),
         client,
         headers,
         auth,
-        cfg.retry_on_failure.clone().for_queue(cfg.sending_queue.storage.is_some()),
+        retry,
         telemetry.clone(),
         state.clone(),
     );

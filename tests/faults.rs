@@ -24,6 +24,11 @@ use support::*;
 const SERIES: usize = 5;
 
 fn config(target: &str, endpoint: &str, exporter_extra: &str, extra: &str) -> String {
+    config_for("prometheusremotewrite", target, endpoint, exporter_extra, extra)
+}
+
+/// The scenarios' agent: one 250 ms job on `/c`, one exporter of `kind`.
+fn config_for(kind: &str, target: &str, endpoint: &str, exporter_extra: &str, extra: &str) -> String {
     format!(
         r#"
 receivers:
@@ -35,7 +40,7 @@ receivers:
           metrics_path: /c
           static_configs: [{{targets: ['{target}']}}]
 exporters:
-  prometheusremotewrite:
+  {kind}:
     endpoint: {endpoint}
     startup_check: off
 {exporter_extra}
@@ -43,7 +48,7 @@ exporters:
 service:
   shutdown_timeout: 5s
   pipelines:
-    metrics: {{receivers: [prometheus], exporters: [prometheusremotewrite]}}
+    metrics: {{receivers: [prometheus], exporters: [{kind}]}}
   telemetry: {{metrics: {{address: "{{{{TELEMETRY}}}}"}}}}
 "#
     )
@@ -573,30 +578,12 @@ fn grpc_connections_reset_mid_call_are_retried() {
     targets.set_counter("/c", "c", SERIES);
     let rx = support::otlp::OtlpReceiver::start("[]");
     let (port, cut) = cutting_proxy(rx.grpc_endpoint(), 2, 150);
-    let cfg = format!(
-        r#"
-receivers:
-  prometheus:
-    config:
-      global: {{scrape_interval: 250ms, scrape_timeout: 250ms}}
-      scrape_configs:
-        - job_name: t
-          metrics_path: /c
-          static_configs: [{{targets: ['{target}']}}]
-exporters:
-  otlp:
-    endpoint: 127.0.0.1:{port}
-    tls: {{insecure: true}}
-    compression: none
-    startup_check: off
-    sending_queue: {{num_consumers: 1}}
-    retry_on_failure: {{initial_interval: 100ms, max_interval: 500ms}}
-service:
-  pipelines:
-    metrics: {{receivers: [prometheus], exporters: [otlp]}}
-  telemetry: {{metrics: {{address: "{{{{TELEMETRY}}}}"}}}}
-"#,
-        target = targets.addr
+    let cfg = config_for(
+        "otlp",
+        &targets.addr.to_string(),
+        &format!("127.0.0.1:{port}"),
+        "    tls: {insecure: true}\n    compression: none\n    sending_queue: {num_consumers: 1}\n    retry_on_failure: {initial_interval: 100ms, max_interval: 500ms}",
+        "",
     );
     let agent = Agent::start(&cfg);
     let values = |rx: &support::otlp::OtlpReceiver| -> std::collections::BTreeMap<String, Vec<u64>> {
@@ -630,36 +617,14 @@ fn a_60s_otlp_outage_with_a_disk_queue_delivers_everything_under_the_4mib_limit(
     targets.set_counter("/c", "c", WIDE);
     let mut rx = support::otlp::OtlpReceiver::start("[]");
     let dir = tempfile::tempdir().unwrap();
-    let cfg = format!(
-        r#"
-receivers:
-  prometheus:
-    config:
-      global: {{scrape_interval: 250ms, scrape_timeout: 250ms}}
-      scrape_configs:
-        - job_name: t
-          metrics_path: /c
-          static_configs: [{{targets: ['{target}']}}]
-exporters:
-  otlp:
-    endpoint: {endpoint}
-    tls: {{insecure: true}}
-    compression: none
-    startup_check: off
-    sending_queue: {{num_consumers: 1, storage: file_storage/q}}
-    retry_on_failure: {{initial_interval: 200ms, max_interval: 2s}}
-extensions:
-  file_storage/q: {{directory: "{dir}"}}
-service:
-  extensions: [file_storage/q]
-  pipelines:
-    metrics: {{receivers: [prometheus], exporters: [otlp]}}
-  telemetry: {{metrics: {{address: "{{{{TELEMETRY}}}}"}}}}
-"#,
-        target = targets.addr,
-        endpoint = rx.grpc_endpoint(),
-        dir = dir.path().display()
-    );
+    let cfg = config_for(
+        "otlp",
+        &targets.addr.to_string(),
+        &rx.grpc_endpoint(),
+        "    tls: {insecure: true}\n    compression: none\n    sending_queue: {num_consumers: 1, storage: file_storage/q}\n    retry_on_failure: {initial_interval: 200ms, max_interval: 2s}",
+        &format!("extensions:\n  file_storage/q: {{directory: \"{}\"}}", dir.path().display()),
+    )
+    .replace("service:\n", "service:\n  extensions: [file_storage/q]\n");
     let agent = Agent::start(&cfg);
     wait_until("a few scrapes delivered", Duration::from_secs(20), || (rx.requests().len() >= 3).then_some(()));
     rx.stop();

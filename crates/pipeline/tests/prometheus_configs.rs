@@ -94,8 +94,9 @@ fn a_bare_prometheus_file_is_recognised_and_explained() {
     assert!(e.line.is_some(), "names the line");
 }
 
-/// A blackbox-exporter job (Prometheus' own example): the targets are URLs
-/// that relabel_configs move to `__param_target`. Accepted as Prometheus
+/// A blackbox-exporter job in the shape its README documents (written here,
+/// not copied from a file): the targets are URLs that relabel_configs move
+/// to `__param_target`. Accepted as Prometheus
 /// accepts it; without relabel_configs a URL target is still refused.
 #[test]
 fn a_blackbox_job_with_url_targets_loads() {

@@ -430,11 +430,14 @@ fn sigterm_during_a_reload_exits() {
     let targets = Targets::start();
     targets.set_counter("/c", "c", SERIES);
     let rx = RwReceiver::start(Arc::new(|_| (204, Duration::from_millis(1500))));
-    let agent = Agent::start(
-        &config(&targets.addr.to_string(), &rx.url(), "", "").replace("shutdown_timeout: 5s", "shutdown_timeout: 3s"),
-    );
+    let cfg =
+        config(&targets.addr.to_string(), &rx.url(), "", "").replace("shutdown_timeout: 5s", "shutdown_timeout: 3s");
+    let agent = Agent::start(&cfg);
     wait_until("requests in flight", Duration::from_secs(20), || (!rx.received().is_empty()).then_some(()));
     let mut agent = agent;
+    // A changed exporter: the reload waits for the old one's request in
+    // flight (1.5 s) before handing its queue over.
+    agent.write_config(&cfg.replace("    startup_check: off", "    startup_check: off\n    headers: {X-Reload: '1'}"));
     agent.reload();
     std::thread::sleep(Duration::from_millis(300));
     let t0 = Instant::now();

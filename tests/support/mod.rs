@@ -559,6 +559,11 @@ pub type Script = Arc<dyn Fn(usize) -> (u16, Duration) + Send + Sync>;
 /// slice for an exporter's probe).
 pub type ContentScript = Arc<dyn Fn(usize, &[infertel_model::Series]) -> (u16, Duration) + Send + Sync>;
 
+/// Like [`ContentScript`], also seeing the request's headers (names in
+/// lower case).
+pub type HeaderScript =
+    Arc<dyn Fn(usize, &BTreeMap<String, String>, &[infertel_model::Series]) -> (u16, Duration) + Send + Sync>;
+
 /// A remote-write receiver whose answers a test scripts; it decodes every
 /// body with the real codec and records what arrived.
 pub struct RwReceiver {
@@ -573,6 +578,10 @@ impl RwReceiver {
     }
 
     pub fn start_with(script: ContentScript) -> RwReceiver {
+        Self::start_with_headers(Arc::new(move |i, _, series| script(i, series)))
+    }
+
+    pub fn start_with_headers(script: HeaderScript) -> RwReceiver {
         let log: Arc<Mutex<Vec<Received>>> = Arc::default();
         let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let std_listener = TcpListener::bind("127.0.0.1:0").expect("bind receiver");
@@ -592,11 +601,11 @@ impl RwReceiver {
                             let index = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                             let req = infertel_remote_write::decode(&body).expect("a decodable remote-write body");
                             let (series, _) = infertel_remote_write::to_model(&req);
-                            let (status, delay) = script(index, &series);
-                            let headers = headers
+                            let headers: BTreeMap<String, String> = headers
                                 .iter()
                                 .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
                                 .collect();
+                            let (status, delay) = script(index, &headers, &series);
                             l.lock().unwrap().push(Received { index, status, headers, series });
                             tokio::time::sleep(delay).await;
                             axum::http::StatusCode::from_u16(status)

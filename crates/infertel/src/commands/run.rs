@@ -1,10 +1,12 @@
 //! `infertel run --config FILE [--watch-config]`: the agent. SIGTERM and
 //! SIGINT shut it down in order (within `service.shutdown_timeout`); SIGHUP,
 //! or a change of the file with `--watch-config`, reloads it: the new config
-//! is validated and its pipeline built while the old one runs; only then is
-//! the old one stopped (its persistent queues stay on disk) and the new one
-//! started on them. An invalid config is logged and the old one keeps
-//! running. The self-metrics endpoint and counters live across reloads.
+//! is validated and what changed is built while everything runs; then only
+//! what changed is replaced (see `pipeline/src/graph/live.rs`): unchanged
+//! receivers keep scraping on their schedule, unchanged exporters keep
+//! their queues, a changed exporter hands its queue to its replacement. An
+//! invalid config is logged and the running one keeps running. The
+//! self-metrics endpoint and counters live across reloads.
 
 use crate::cli::LogArgs;
 use crate::exit;
@@ -187,12 +189,10 @@ async fn serve_reloading(service: Service, reload: Option<(&Path, bool)>) -> u8 
         telemetry.counter("infertel_config_reloads_total", "Config reloads, by result.", &[("result", "failure")]);
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "infertel started");
     let mut signals = Signals::new();
-    let (mut tx, rx) = watch::channel(false);
-    let mut task = tokio::spawn(service.run(None, rx));
+    let mut live = service.start();
     let path = reload.map(|(p, _)| p);
     let watched = reload.and_then(|(p, w)| w.then_some(p));
     let mut last = watched.and_then(|p| std::fs::read(p).ok());
-    let mut current_text = path.and_then(|p| std::fs::read_to_string(p).ok());
     loop {
         let why = match signals.next(watched, &mut last).await {
             Event::Stop => break,
@@ -210,8 +210,8 @@ async fn serve_reloading(service: Service, reload: Option<(&Path, bool)>) -> u8 
         };
         let built = super::load_text(&path.display().to_string(), &text)
             .map_err(|_| "the new config is invalid (errors above)".to_string())
-            .and_then(|l| Service::build(l.config, telemetry.clone(), None));
-        let mut new = match built {
+            .and_then(|l| live.prepare(l.config));
+        let next = match built {
             Ok(s) => s,
             Err(e) => {
                 reloads_failed.inc();
@@ -219,63 +219,37 @@ async fn serve_reloading(service: Service, reload: Option<(&Path, bool)>) -> u8 
                 continue;
             }
         };
-        // The new pipeline is built: stop the old one (its queues stay on
-        // disk), then start the new one on them. A SIGTERM meanwhile ends
-        // the reload: the old pipeline finishes stopping and the agent exits.
-        let _ = tx.send(true);
-        let stopped_by_signal = tokio::select! {
-            _ = &mut task => false,
-            _ = signals.stop() => true,
+        // What did not change keeps running; the rest is replaced in place.
+        // A SIGTERM meanwhile cuts the reload's waits short; the agent then
+        // shuts down.
+        let (cancel_tx, cancel) = watch::channel(false);
+        let mut stopping = false;
+        let summary = {
+            let reload = live.reload(next, cancel);
+            tokio::pin!(reload);
+            loop {
+                tokio::select! {
+                    s = &mut reload => break s,
+                    _ = signals.stop(), if !stopping => {
+                        stopping = true;
+                        tracing::info!("signal received during the reload: exiting once it is cut short");
+                        let _ = cancel_tx.send(true);
+                    }
+                }
+            }
         };
-        if stopped_by_signal {
-            tracing::info!("signal received during the reload: exiting instead of starting the new config");
-            let _ = (&mut task).await;
+        reloads_ok.inc();
+        tracing::info!("reloaded {}: {summary}", path.display());
+        if stopping {
+            live.shutdown().await;
             if let Some(s) = server {
                 s.abort();
             }
             return exit::OK;
         }
-        // The old pipeline released the health_check port: the new one takes it.
-        if let Err(e) = new.bind_health().await {
-            tracing::error!("reload: {e}");
-        }
-        match new.open() {
-            Ok(()) => {
-                reloads_ok.inc();
-                current_text = Some(text);
-                let (t, rx) = watch::channel(false);
-                tx = t;
-                task = tokio::spawn(new.run(None, rx));
-                tracing::info!("reloaded {}", path.display());
-            }
-            Err(e) => {
-                reloads_failed.inc();
-                tracing::error!("reload failed, restarting the previous config: {e}");
-                drop(new);
-                let old = current_text
-                    .as_deref()
-                    .and_then(|t| super::load_text(&path.display().to_string(), t).ok())
-                    .and_then(|l| Service::build(l.config, telemetry.clone(), None).ok());
-                let Some(mut old) = old else {
-                    tracing::error!("cannot rebuild the previous config; exiting");
-                    return exit::FAILURE;
-                };
-                if let Err(e) = old.bind_health().await {
-                    tracing::error!("reload: {e}");
-                }
-                if let Err(e) = old.open() {
-                    tracing::error!("cannot reopen the previous config: {e}; exiting");
-                    return exit::FAILURE;
-                }
-                let (t, rx) = watch::channel(false);
-                tx = t;
-                task = tokio::spawn(old.run(None, rx));
-            }
-        }
     }
     tracing::info!("signal received");
-    let _ = tx.send(true);
-    let _ = task.await;
+    live.shutdown().await;
     if let Some(s) = server {
         s.abort();
     }

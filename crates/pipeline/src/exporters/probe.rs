@@ -536,6 +536,8 @@ pub struct EndpointState {
     up: AtomicBool,
     gate: watch::Sender<bool>,
     stopping: watch::Sender<bool>,
+    /// A reload replaced the exporter: retries end too (see [`EndpointState::retire`]).
+    retired: watch::Sender<bool>,
     up_gauge: Arc<Gauge>,
     held: Arc<Gauge>,
     last: Mutex<Option<ProbeResult>>,
@@ -572,6 +574,7 @@ impl EndpointState {
             up: AtomicBool::new(true),
             gate: watch::channel(true).0,
             stopping: watch::channel(false).0,
+            retired: watch::channel(false).0,
             up_gauge,
             held,
             last: Mutex::new(None),
@@ -680,6 +683,29 @@ impl EndpointState {
     /// it stays for the next start).
     pub fn stop(&self) {
         let _ = self.stopping.send(true);
+    }
+
+    /// A reload replaces the exporter: held requests and retry waits end
+    /// now (their series go to the successor), not at the shutdown deadline.
+    pub fn retire(&self) {
+        let _ = self.retired.send(true);
+        let _ = self.stopping.send(true);
+    }
+
+    pub fn is_retired(&self) -> bool {
+        *self.retired.borrow()
+    }
+
+    /// A retry's wait; `false` when a reload retired the exporter meanwhile.
+    pub async fn sleep_unless_retired(&self, d: Duration) -> bool {
+        let mut s = self.retired.subscribe();
+        if *s.borrow_and_update() {
+            return false;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(d) => !*s.borrow(),
+            _ = s.changed() => false,
+        }
     }
 
     pub fn is_stopping(&self) -> bool {

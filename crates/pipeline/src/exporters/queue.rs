@@ -37,9 +37,26 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 use tokio::sync::{Notify, watch};
 
-/// What one delivery did with the samples it was given: `(samples, None)`
-/// sent, `(samples, Some(reason))` dropped for `reason`.
-pub type Delivered = Vec<(usize, Option<&'static str>)>;
+/// What one delivery did with the samples it was given: in `outcomes`,
+/// `(samples, None)` sent, `(samples, Some(reason))` dropped for `reason`
+/// (or, for [`SHUTDOWN`], not delivered because the exporter stopped); in
+/// `held`, the series of the requests that ended with [`SHUTDOWN`], so that
+/// an exporter a reload replaces hands them to its successor.
+#[derive(Default)]
+pub struct Delivered {
+    pub outcomes: Vec<(usize, Option<&'static str>)>,
+    pub held: Vec<Series>,
+}
+
+impl Delivered {
+    pub fn one(samples: usize, outcome: Option<&'static str>) -> Self {
+        Delivered { outcomes: vec![(samples, outcome)], held: Vec::new() }
+    }
+
+    pub fn push(&mut self, samples: usize, outcome: Option<&'static str>) {
+        self.outcomes.push((samples, outcome));
+    }
+}
 
 /// Runs disk I/O (appends, reads, fsync) off the async worker: on the
 /// multi-threaded runtime the worker hands its other tasks over while this
@@ -119,6 +136,16 @@ pub struct SendingQueue<D: Deliver> {
     storage: Mutex<Option<Storage>>,
     /// Set once the agent shuts down (see [`SendingQueue::begin_drain`]).
     draining: AtomicBool,
+    /// Set when a reload replaces this exporter: the consumers stop after
+    /// the request in hand and leave the rest to the successor.
+    handing_over: AtomicBool,
+    /// In memory: what requests held when the exporter stopped gave back,
+    /// oldest first (counted as dropped at shutdown, handed over at reload).
+    /// With each, the samples its outcome counted.
+    returned: Mutex<Vec<(Item, u64)>>,
+    /// Set when a reload replaced this exporter: a batch that still reaches
+    /// it (from a pipeline being retired) goes to the successor.
+    successor: OnceLock<Arc<dyn QueuedExporter>>,
 }
 
 impl<D: Deliver> SendingQueue<D> {
@@ -153,6 +180,9 @@ impl<D: Deliver> SendingQueue<D> {
             endpoint_state: OnceLock::new(),
             storage: Mutex::new(None),
             draining: AtomicBool::new(false),
+            handing_over: AtomicBool::new(false),
+            returned: Mutex::new(Vec::new()),
+            successor: OnceLock::new(),
         })
     }
 
@@ -427,14 +457,117 @@ impl<D: Deliver> SendingQueue<D> {
     /// (unacknowledged, sent after the restart) instead of counting it.
     async fn deliver_one(&self, state: &mut D::State, item: Item) -> bool {
         let mut finished = true;
-        for (n, outcome) in self.deliver.deliver(state, item.batch, item.naming).await {
+        let naming = item.naming;
+        let d = self.deliver.deliver(state, item.batch, naming).await;
+        let persistent = self.is_persistent();
+        let mut held = 0u64;
+        for (n, outcome) in d.outcomes {
             match outcome {
                 None => self.sent.add(n as u64),
-                Some(SHUTDOWN) if self.is_persistent() => finished = false,
+                Some(SHUTDOWN) if persistent => finished = false,
+                Some(SHUTDOWN) => held += n as u64,
                 Some(reason) => self.dropped(reason).add(n as u64),
             }
         }
+        if !persistent && held > 0 {
+            if d.held.is_empty() {
+                self.dropped(SHUTDOWN).add(held);
+            } else {
+                // Kept for a successor, or counted when the exporter ends.
+                let batch = Batch { series: d.held, metadata: Vec::new() };
+                self.returned.lock().unwrap_or_else(|p| p.into_inner()).push((Item { batch, naming }, held));
+            }
+        }
         finished
+    }
+
+    /// A reload replaces this exporter: the consumers stop after the request
+    /// in hand (a request held on a paused endpoint gives its series back),
+    /// leaving the queue to [`SendingQueue::take_backlog`].
+    pub fn hand_over(&self) {
+        self.handing_over.store(true, Ordering::Relaxed);
+        if let Some(st) = self.endpoint_state.get() {
+            st.retire();
+        }
+        for s in &self.shards {
+            s.notify.notify_one();
+        }
+    }
+
+    fn handing_over(&self) -> bool {
+        self.handing_over.load(Ordering::Relaxed)
+    }
+
+    /// After [`SendingQueue::hand_over`] and once the consumers stopped:
+    /// what is queued in memory, oldest first (held requests first). On disk
+    /// nothing: the successor opens the same log.
+    pub fn take_backlog(&self) -> Vec<(Batch, Naming)> {
+        let mut out: Vec<(Batch, Naming)> =
+            std::mem::take(&mut *self.returned.lock().unwrap_or_else(|p| p.into_inner()))
+                .into_iter()
+                .map(|(i, _)| (i.batch, i.naming))
+                .collect();
+        for s in &self.shards {
+            let mut q = s.queue.lock().unwrap_or_else(|p| p.into_inner());
+            out.extend(q.drain(..).map(|i| (i.batch, i.naming)));
+        }
+        self.queued.store(0, Ordering::Relaxed);
+        out
+    }
+
+    /// Takes a predecessor's backlog ahead of anything queued since, so per
+    /// series the older samples still leave first. On disk it is appended
+    /// (a predecessor's log is this one's, so that only happens when the
+    /// predecessor was in memory).
+    pub fn adopt(&self, backlog: Vec<(Batch, Naming)>) {
+        if backlog.is_empty() {
+            return;
+        }
+        let n = self.shards.len();
+        let mut parts: Vec<Vec<Item>> = (0..n).map(|_| Vec::new()).collect();
+        for (batch, naming) in backlog {
+            let mut split: Vec<Batch> = (0..n).map(|_| Batch::default()).collect();
+            for s in batch.series {
+                let k = if n == 1 { 0 } else { (self.deliver.shard_key(&s, naming) % n as u64) as usize };
+                split[k].series.push(s);
+            }
+            split[0].metadata = batch.metadata;
+            for (i, b) in split.into_iter().enumerate() {
+                if !b.is_empty() {
+                    parts[i].push(Item { batch: b, naming });
+                }
+            }
+        }
+        for (i, items) in parts.into_iter().enumerate() {
+            if self.shards[i].disk.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+                for it in items {
+                    self.push_disk(i, &it);
+                }
+                continue;
+            }
+            let s = &self.shards[i];
+            let mut evicted = 0u64;
+            let mut added = 0i64;
+            {
+                let mut q = s.queue.lock().unwrap_or_else(|p| p.into_inner());
+                for it in items.into_iter().rev() {
+                    q.push_front(it);
+                    added += 1;
+                }
+                while q.len() > s.cap {
+                    if let Some(old) = q.pop_front() {
+                        evicted += old.batch.sample_count() as u64;
+                        added -= 1;
+                    }
+                }
+            }
+            if evicted > 0 {
+                self.queue_full(evicted);
+            }
+            let q = self.queued.fetch_add(added, Ordering::Relaxed) + added;
+            self.queue_size.set(q.max(0) as f64);
+            s.notify.notify_one();
+        }
     }
 
     /// Runs the consumers; after `stop`, drains what is queued and returns.
@@ -454,6 +587,9 @@ impl<D: Deliver> SendingQueue<D> {
                 let shard = me.shards[i].clone();
                 let mut state = me.deliver.new_state();
                 loop {
+                    if me.handing_over() {
+                        break;
+                    }
                     // Paused endpoint: leave the data queued; at shutdown
                     // while paused, what is queued is counted as dropped.
                     if let Some(gate) = me.endpoint_state.get()
@@ -474,11 +610,13 @@ impl<D: Deliver> SendingQueue<D> {
                                 me.ack_disk(&shard, end);
                                 continue;
                             }
-                            tracing::info!(exporter = %me.id, "shutdown while paused: the held batch stays on disk and is sent after the restart");
+                            if !me.handing_over() {
+                                tracing::info!(exporter = %me.id, "shutdown while paused: the held batch stays on disk and is sent after the restart");
+                            }
                             break;
                         }
                         Some(None) => {
-                            if *stop.borrow() {
+                            if *stop.borrow() || me.handing_over() {
                                 break;
                             }
                             tokio::select! {
@@ -493,7 +631,7 @@ impl<D: Deliver> SendingQueue<D> {
                         let _ = me.deliver_one(&mut state, b).await;
                         continue;
                     }
-                    if *stop.borrow() {
+                    if *stop.borrow() || me.handing_over() {
                         break;
                     }
                     tokio::select! {
@@ -517,10 +655,23 @@ impl<D: Deliver> SendingQueue<D> {
             drop(g);
             self.update_disk_gauges();
         }
+        if self.handing_over() {
+            return; // the successor takes the queue
+        }
         // Paused at shutdown: what is still queued in memory is counted as
         // dropped (a persistent queue keeps it on disk for the next start).
         if self.endpoint_state.get().is_some_and(|g| !g.is_open()) {
             self.abandon_queued();
+        }
+        self.count_returned();
+    }
+
+    /// Requests held when the exporter stopped, not handed over: dropped.
+    fn count_returned(&self) {
+        let n: u64 =
+            std::mem::take(&mut *self.returned.lock().unwrap_or_else(|p| p.into_inner())).iter().map(|(_, n)| n).sum();
+        if n > 0 {
+            self.dropped(SHUTDOWN).add(n);
         }
     }
 
@@ -560,6 +711,7 @@ impl<D: Deliver> SendingQueue<D> {
             self.close_storage();
             return;
         }
+        self.count_returned();
         let mut n = 0;
         for s in &self.shards {
             let mut q = s.queue.lock().unwrap_or_else(|p| p.into_inner());
@@ -603,6 +755,9 @@ impl<D: Deliver> SendingQueue<D> {
     }
 
     pub async fn consume_named(&self, batch: Batch, naming: Naming) {
+        if let Some(next) = self.successor.get() {
+            return next.consume_as(batch, naming).await;
+        }
         self.deliver.observe(&batch, naming);
         if !self.cfg.enabled {
             let mut state = self.deliver.new_state();
@@ -667,6 +822,13 @@ pub trait QueuedExporter: Send + Sync {
     fn endpoint_state(&self) -> Option<Arc<EndpointState>>;
     /// The startup probe (canary as the endpoint state says).
     fn probe(&self) -> BoxFuture<'_, ProbeResult>;
+    /// A reload replaces the exporter (see [`SendingQueue::hand_over`]).
+    fn hand_over(&self);
+    fn take_backlog(&self) -> Vec<(Batch, Naming)>;
+    fn adopt(&self, backlog: Vec<(Batch, Naming)>);
+    /// From now on what reaches this exporter goes to `next`.
+    fn forward_to(&self, next: Arc<dyn QueuedExporter>);
+    fn consume_as(&self, batch: Batch, naming: Naming) -> BoxFuture<'_, ()>;
 }
 
 impl<D: Deliver> QueuedExporter for SendingQueue<D> {
@@ -697,6 +859,21 @@ impl<D: Deliver> QueuedExporter for SendingQueue<D> {
     }
     fn consumer(self: Arc<Self>, naming: Naming) -> Arc<dyn Consumer> {
         if naming == Naming::Otel { self } else { Arc::new(Named { queue: self, naming }) }
+    }
+    fn hand_over(&self) {
+        SendingQueue::hand_over(self)
+    }
+    fn take_backlog(&self) -> Vec<(Batch, Naming)> {
+        SendingQueue::take_backlog(self)
+    }
+    fn adopt(&self, backlog: Vec<(Batch, Naming)>) {
+        SendingQueue::adopt(self, backlog)
+    }
+    fn forward_to(&self, next: Arc<dyn QueuedExporter>) {
+        let _ = self.successor.set(next);
+    }
+    fn consume_as(&self, batch: Batch, naming: Naming) -> BoxFuture<'_, ()> {
+        Box::pin(self.consume_named(batch, naming))
     }
 }
 

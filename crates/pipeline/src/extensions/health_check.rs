@@ -31,20 +31,29 @@ impl HealthCheckConfig {
 }
 
 /// What `/readyz` reports on.
+/// One for the life of the process; a reload replaces the exporter list.
 #[derive(Default)]
 pub struct Readiness {
     pub receivers_started: AtomicBool,
-    pub exporters: Vec<Arc<EndpointState>>,
+    exporters: std::sync::RwLock<Vec<Arc<EndpointState>>>,
 }
 
 impl Readiness {
+    pub fn exporters(&self) -> Vec<Arc<EndpointState>> {
+        self.exporters.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn set_exporters(&self, e: Vec<Arc<EndpointState>>) {
+        *self.exporters.write().unwrap_or_else(|p| p.into_inner()) = e;
+    }
+
     /// Ready, and why not.
     pub fn check(&self) -> (bool, String) {
         let mut why = Vec::new();
         if !self.receivers_started.load(Ordering::Relaxed) {
             why.push("receivers not started".to_string());
         }
-        for e in &self.exporters {
+        for e in self.exporters() {
             if !e.is_up() {
                 let reason = e.last_failure().map(|r| r.line()).unwrap_or_else(|| "endpoint down".into());
                 why.push(format!("exporter {}: paused: {reason}", e.exporter));

@@ -140,7 +140,11 @@ impl<T: Transport> Sender<T> {
                         release(held);
                         // The queue keeps it on disk, or counts it as
                         // dropped (reason shutdown) in memory.
-                        tracing::warn!(exporter = %self.exporter, endpoint = %self.state.endpoint, "shutdown while paused: {} held samples not delivered ({status})", req.samples);
+                        if self.state.is_retired() {
+                            tracing::info!(exporter = %self.exporter, endpoint = %self.state.endpoint, "reload: {} held samples go to the exporter that replaces this one ({status})", req.samples);
+                        } else {
+                            tracing::warn!(exporter = %self.exporter, endpoint = %self.state.endpoint, "shutdown while paused: {} held samples not delivered ({status})", req.samples);
+                        }
                         return Some(crate::exporters::queue::SHUTDOWN);
                     }
                     started = Instant::now();
@@ -190,7 +194,10 @@ impl<T: Transport> Sender<T> {
                 );
                 return Some("retries_exhausted");
             }
-            tokio::time::sleep(wait).await;
+            if !self.state.sleep_unless_retired(wait).await {
+                release(held);
+                return Some(crate::exporters::queue::SHUTDOWN);
+            }
         }
     }
 }

@@ -42,7 +42,7 @@ impl<T: Transport> OtlpDeliver<T> {
         metadata: &[infertel_model::Metadata],
         naming: Naming,
     ) -> Delivered {
-        let mut out = Vec::new();
+        let mut out = Delivered::default();
         let split = |gs: Vec<Vec<Series>>, pending: &mut Vec<Vec<Vec<Series>>>| {
             let mut a = gs;
             let b = a.split_off(a.len() / 2);
@@ -56,7 +56,7 @@ impl<T: Transport> OtlpDeliver<T> {
             let samples = super::request_builder::scraped_samples(&batch);
             let Some(req) = builder.build(&self.shared, &batch, naming) else {
                 // Only series that map to nothing (e.g. `_created` start times).
-                out.push((samples, None));
+                out.push(samples, None);
                 continue;
             };
             if gs.len() > 1 && prost::Message::encoded_len(&req.body) > self.max_request_bytes {
@@ -71,9 +71,13 @@ impl<T: Transport> OtlpDeliver<T> {
                 Some(super::service::TOO_LARGE) => {
                     let name = gs.first().and_then(|g| g.first()).map(|s| s.labels.to_string()).unwrap_or_default();
                     tracing::error!(exporter = %self.sender.exporter, "dropping {samples} samples: a single data point too large for the receiver: {name}");
-                    out.push((samples, Some("too_large")));
+                    out.push(samples, Some("too_large"));
                 }
-                outcome => out.push((samples, outcome)),
+                Some(crate::exporters::queue::SHUTDOWN) => {
+                    out.held.extend(gs.into_iter().flatten());
+                    out.push(samples, Some(crate::exporters::queue::SHUTDOWN));
+                }
+                outcome => out.push(samples, outcome),
             }
         }
         out
@@ -115,13 +119,18 @@ impl<T: Transport> Deliver for OtlpDeliver<T> {
             let samples = super::request_builder::scraped_samples(&batch);
             let Some(req) = builder.build(&self.shared, &batch, naming) else {
                 // Only series that map to nothing (e.g. `_created` start times).
-                return vec![(samples, None)];
+                return Delivered::one(samples, None);
             };
             let fits = prost::Message::encoded_len(&req.body) <= self.max_request_bytes;
             if fits {
                 match self.sender.send(&req).await {
                     Some(super::service::TOO_LARGE) => {}
-                    outcome => return vec![(samples, outcome)],
+                    Some(crate::exporters::queue::SHUTDOWN) => {
+                        let mut d = Delivered::one(samples, Some(crate::exporters::queue::SHUTDOWN));
+                        d.held = batch.series;
+                        return d;
+                    }
+                    outcome => return Delivered::one(samples, outcome),
                 }
             }
             // Too large to send, or refused as too large: split at data
@@ -153,9 +162,14 @@ impl<T: Transport> Deliver for OtlpDeliver<T> {
                 Some(super::service::TOO_LARGE) => {
                     let name = groups.first().and_then(|g| g.first()).map(|s| s.labels.to_string()).unwrap_or_default();
                     tracing::error!(exporter = %self.sender.exporter, "dropping {samples} samples: a single data point too large for the receiver: {name}");
-                    vec![(samples, Some("too_large"))]
+                    Delivered::one(samples, Some("too_large"))
                 }
-                outcome => vec![(samples, outcome)],
+                Some(crate::exporters::queue::SHUTDOWN) => {
+                    let mut d = Delivered::one(samples, Some(crate::exporters::queue::SHUTDOWN));
+                    d.held = groups.into_iter().flatten().collect();
+                    d
+                }
+                outcome => Delivered::one(samples, outcome),
             }
         })
     }

@@ -206,7 +206,11 @@ impl RemoteWriteService {
                             self.state.hold(-(req.samples as f64));
                             // The queue keeps it on disk, or counts it as
                             // dropped (reason shutdown) in memory.
-                            tracing::warn!(exporter = %self.exporter, endpoint = %endpoint, "shutdown while paused: {} held samples not delivered (HTTP {status})", req.samples);
+                            if self.state.is_retired() {
+                                tracing::info!(exporter = %self.exporter, endpoint = %endpoint, "reload: {} held samples go to the exporter that replaces this one (HTTP {status})", req.samples);
+                            } else {
+                                tracing::warn!(exporter = %self.exporter, endpoint = %endpoint, "shutdown while paused: {} held samples not delivered (HTTP {status})", req.samples);
+                            }
                             return Outcome::Dropped(crate::exporters::queue::SHUTDOWN);
                         }
                         started = Instant::now();
@@ -296,7 +300,12 @@ impl RemoteWriteService {
                 );
                 return Outcome::Dropped("retries_exhausted");
             }
-            tokio::time::sleep(wait).await;
+            if !self.state.sleep_unless_retired(wait).await {
+                if held > 0 {
+                    self.state.hold(-(req.samples as f64));
+                }
+                return Outcome::Dropped(crate::exporters::queue::SHUTDOWN);
+            }
         }
     }
 

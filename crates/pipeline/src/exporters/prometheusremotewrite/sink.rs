@@ -90,12 +90,12 @@ impl Deliver for RemoteWriteDeliver {
         _naming: Naming,
     ) -> BoxFuture<'a, Delivered> {
         Box::pin(async move {
-            let mut out = Vec::new();
+            let mut out = Delivered::default();
             let built = match builder.build(batch.series, &batch.metadata) {
                 Ok(r) => r,
                 Err((lost, e)) => {
                     tracing::error!(exporter = %self.service.exporter, "dropping {lost} samples: cannot encode the request: {e}");
-                    return vec![(lost, Some("encode"))];
+                    return Delivered::one(lost, Some("encode"));
                 }
             };
             // Requests refused as too large (413) are split in halves and
@@ -104,12 +104,19 @@ impl Deliver for RemoteWriteDeliver {
             let mut pending: Vec<Request> = built.requests.into_iter().rev().collect();
             while let Some(req) = pending.pop() {
                 match self.service.send(&req).await {
-                    Outcome::Sent => out.push((req.samples, None)),
-                    Outcome::Dropped(reason) => out.push((req.samples, Some(reason))),
+                    Outcome::Sent => out.push(req.samples, None),
+                    Outcome::Dropped(reason) => {
+                        if reason == crate::exporters::queue::SHUTDOWN
+                            && let Some(s) = built.series.get(req.range.clone())
+                        {
+                            out.held.extend_from_slice(s);
+                        }
+                        out.push(req.samples, Some(reason))
+                    }
                     Outcome::Partial { delivered, rejected } => {
-                        out.push((delivered, None));
+                        out.push(delivered, None);
                         if rejected > 0 {
-                            out.push((rejected, Some("rejected")));
+                            out.push(rejected, Some("rejected"));
                         }
                     }
                     Outcome::TooLarge if req.range.len() > 1 => {
@@ -121,7 +128,7 @@ impl Deliver for RemoteWriteDeliver {
                     Outcome::TooLarge => {
                         let name = built.series.get(req.range.start).map(|s| s.labels.to_string()).unwrap_or_default();
                         tracing::error!(exporter = %self.service.exporter, "dropping {} samples: HTTP 413 for a single series ({} bytes): {name}", req.samples, req.body.len());
-                        out.push((req.samples, Some("too_large")));
+                        out.push(req.samples, Some("too_large"));
                     }
                 }
             }

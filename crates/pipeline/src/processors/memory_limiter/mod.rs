@@ -196,13 +196,23 @@ impl Pressure {
 }
 
 /// What a receiver checks before each scrape: the flags of the limiters of
-/// every pipeline it feeds.
+/// every pipeline it feeds. Shared by the receiver's scrape loops and
+/// replaced in place when a reload changes which limiters sit downstream.
 #[derive(Debug, Default, Clone)]
-pub struct Backpressure(pub Vec<Arc<Pressure>>);
+pub struct Backpressure(Arc<std::sync::RwLock<Vec<Arc<Pressure>>>>);
 
 impl Backpressure {
+    pub fn new(flags: Vec<Arc<Pressure>>) -> Self {
+        Backpressure(Arc::new(std::sync::RwLock::new(flags)))
+    }
+
     pub fn refusing(&self) -> bool {
-        self.0.iter().any(|p| p.is_set())
+        self.0.read().unwrap_or_else(|p| p.into_inner()).iter().any(|p| p.is_set())
+    }
+
+    /// The limiters downstream from now on.
+    pub fn set(&self, flags: Vec<Arc<Pressure>>) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = flags;
     }
 }
 
@@ -422,7 +432,7 @@ mod tests {
         let hold = vec![1u8; 2 * MIB as usize];
         let l = MemoryLimiter::new("memory_limiter".into(), &cfg("limit_mib: 1"), sink.clone(), &t).unwrap();
         assert!(l.pressure().is_set(), "the first check runs at construction");
-        assert!(Backpressure(vec![l.pressure()]).refusing());
+        assert!(Backpressure::new(vec![l.pressure()]).refusing());
         l.consume(batch(3)).await;
         assert_eq!(*sink.0.lock().unwrap(), 0);
         assert_eq!(l.refused.get(), 3);
@@ -433,8 +443,8 @@ mod tests {
         l2.consume(batch(3)).await;
         assert_eq!(*sink2.0.lock().unwrap(), 3);
         assert_eq!(l2.refused.get(), 0);
-        assert!(!Backpressure(vec![l2.pressure()]).refusing());
-        assert!(Backpressure(vec![l2.pressure(), l.pressure()]).refusing());
+        assert!(!Backpressure::new(vec![l2.pressure()]).refusing());
+        assert!(Backpressure::new(vec![l2.pressure(), l.pressure()]).refusing());
         drop(hold);
     }
 

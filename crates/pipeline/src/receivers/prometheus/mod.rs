@@ -4,10 +4,12 @@
 //! - `discovery.rs`: where targets come from (`static_configs`, `file_sd_configs`);
 //! - `target.rs`: how a discovered target becomes labels and a URL (`relabel_configs`);
 //! - `scrape.rs`: one target's scrape loop: fetch, parse, label, stale markers, report series;
+//! - `handover.rs`: what a loop a reload replaces leaves to its successor;
 //! - `receiver.rs`: what drives it: one loop per live target, started and stopped as discovery changes.
 
 pub mod config;
 pub mod discovery;
+pub mod handover;
 pub mod receiver;
 pub mod scrape;
 pub mod target;

@@ -2,11 +2,14 @@
 //! targets, turn them into [`Target`]s, and keep exactly one
 //! [`ScrapeLoop`] running per live target, stopping loops (which send stale
 //! markers) when a target disappears from discovery; at shutdown the loops
-//! stop without markers (see [`Stop`]).
+//! stop without markers (see [`Stop`]); when a reload replaces the receiver
+//! they hand their state over (`handover.rs`) and the new receiver ends the
+//! targets it no longer has.
 
 use super::config::{GlobalConfig, PrometheusConfig, ScrapeConfig};
 use super::discovery::kubernetes::KubernetesDiscovery;
 use super::discovery::{TargetGroup, read_file_sd, static_groups};
+use super::handover::{self, Handover};
 use super::scrape::{JobSettings, ScrapeAuth, ScrapeLoop, Stop};
 use super::target::{Populated, Target, populate};
 use crate::consumer::Consumer;
@@ -25,6 +28,8 @@ pub struct PrometheusReceiver {
     pub config: PrometheusConfig,
     /// The memory limiters downstream: while one refuses, scrapes are skipped.
     pub backpressure: Backpressure,
+    /// Shared by every receiver of the process, across reloads.
+    pub handover: Arc<Handover>,
 }
 
 struct Running {
@@ -74,19 +79,25 @@ fn job_settings(receiver: &str, sc: &ScrapeConfig, g: &GlobalConfig) -> Result<J
 impl PrometheusReceiver {
     pub fn new(id: String, config: PrometheusConfig) -> Result<Self, String> {
         config.validate()?;
-        Ok(PrometheusReceiver { id, config, backpressure: Backpressure::default() })
+        Ok(PrometheusReceiver { id, config, backpressure: Backpressure::default(), handover: Arc::default() })
     }
 
-    /// Runs every job until `stop` turns true; returns once all loops ended
-    /// (their stale markers are sent by then).
-    pub async fn run(self, next: Arc<dyn Consumer>, telemetry: Telemetry, stop: watch::Receiver<bool>) {
+    /// Runs every job until `stop` leaves [`Stop::Running`]; returns once all
+    /// loops ended, each as `stop` says: [`Stop::Shutdown`] without markers,
+    /// [`Stop::Handover`] handing its state over, [`Stop::TargetGone`] (the
+    /// receiver left the configuration) with markers.
+    pub async fn run(self, next: Arc<dyn Consumer>, telemetry: Telemetry, stop: watch::Receiver<Stop>) {
         let g = Arc::new(self.config.config.global.clone());
+        // Loops of jobs this configuration no longer has: ended now.
+        let jobs_now: Vec<String> = self.config.config.scrape_configs.iter().map(|s| s.job_name.clone()).collect();
+        let gone = self.handover.unclaimed(&self.id, |job| jobs_now.iter().any(|j| j == job));
+        handover::end_unclaimed(gone, next.as_ref(), super::scrape::now_ms()).await;
         let mut jobs = Vec::new();
         for sc in self.config.config.scrape_configs {
             let (id, g, next, telemetry, stop) =
                 (self.id.clone(), g.clone(), next.clone(), telemetry.clone(), stop.clone());
-            let bp = self.backpressure.clone();
-            jobs.push(tokio::spawn(async move { run_job(id, sc, g, next, bp, telemetry, stop).await }));
+            let (bp, ho) = (self.backpressure.clone(), self.handover.clone());
+            jobs.push(tokio::spawn(async move { run_job(id, sc, g, next, bp, ho, telemetry, stop).await }));
         }
         for j in jobs {
             let _ = j.await;
@@ -94,14 +105,21 @@ impl PrometheusReceiver {
     }
 }
 
+/// How long a job with Kubernetes discovery waits for its first target list
+/// before ending the handed-over targets it has not claimed (static and
+/// file targets are known at once).
+const CLAIM_GRACE: Duration = Duration::from_secs(30);
+
+#[allow(clippy::too_many_arguments)]
 async fn run_job(
     receiver: String,
     sc: ScrapeConfig,
     g: Arc<GlobalConfig>,
     next: Arc<dyn Consumer>,
     backpressure: Backpressure,
+    handover: Arc<Handover>,
     telemetry: Telemetry,
-    mut stop: watch::Receiver<bool>,
+    mut stop: watch::Receiver<Stop>,
 ) {
     let job = match job_settings(&receiver, &sc, &g) {
         Ok(j) => Arc::new(j),
@@ -139,6 +157,8 @@ async fn run_job(
         "Service-discovery failures (Kubernetes API unreachable, watch errors, bad credentials); known targets are kept.",
         &[("receiver", &receiver), ("job", &sc.job_name), ("mechanism", "kubernetes")],
     );
+    // Discovery stops with the job, whatever the reason.
+    let (disc_stop_tx, disc_stop) = watch::channel(false);
     let k8s: Vec<KubernetesDiscovery> = sc
         .kubernetes_sd_configs
         .iter()
@@ -150,10 +170,14 @@ async fn run_job(
                 sc.job_name.clone(),
                 k8s_changed.clone(),
                 k8s_errors.clone(),
-                stop.clone(),
+                disc_stop.clone(),
             )
         })
         .collect();
+    // Targets handed over by the receiver this one replaced and not claimed
+    // by a loop of this job are ended once discovery had its chance.
+    let claim_by = tokio::time::Instant::now() + if k8s.is_empty() { Duration::ZERO } else { CLAIM_GRACE };
+    let mut claimed = false;
     loop {
         let mut groups = static_groups(&sc);
         for d in &k8s {
@@ -217,30 +241,51 @@ async fn run_job(
             }
             tracing::info!(receiver = %receiver, job = %t.job(), instance = %t.instance(), url = %t.url, "scraping target every {:?}", t.interval);
             let (tx, rx) = watch::channel(Stop::Running);
+            let resume = handover.take(&ScrapeLoop::key(&receiver, &t));
             let l = ScrapeLoop {
+                resume,
                 target: t,
                 job: job.clone(),
                 client: client.clone(),
                 next: next.clone(),
                 backpressure: backpressure.clone(),
                 telemetry: telemetry.clone(),
+                handover: handover.clone(),
             };
             running.insert(k, Running { stop: tx, handle: tokio::spawn(l.run(rx)) });
         }
-        let wait = refresh.unwrap_or(Duration::from_secs(u32::MAX as u64));
+        if !claimed && tokio::time::Instant::now() >= claim_by {
+            claimed = true;
+            let gone = handover.unclaimed(&receiver, |job| job != sc.job_name);
+            if !gone.is_empty() {
+                tracing::info!(receiver = %receiver, job = %sc.job_name, "reload: {} target(s) no longer configured: their series end (staleness markers)", gone.len());
+            }
+            super::handover::end_unclaimed(gone, next.as_ref(), super::scrape::now_ms()).await;
+        }
+        let mut wait = refresh.unwrap_or(Duration::from_secs(u32::MAX as u64));
+        if !claimed {
+            wait = wait.min(claim_by.saturating_duration_since(tokio::time::Instant::now()));
+        }
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = k8s_changed.notified() => {}
-            _ = stop.changed() => {}
+            r = stop.changed() => if r.is_err() { break },
         }
-        if *stop.borrow() {
+        if *stop.borrow() != Stop::Running {
             break;
         }
     }
+    // The loops end as the receiver does: no markers at shutdown, state
+    // handed over at a reload, markers when the receiver was removed.
+    let how = match *stop.borrow() {
+        Stop::Running => Stop::Shutdown,
+        s => s,
+    };
     for (_, r) in running.drain() {
-        let _ = r.stop.send(Stop::Shutdown);
+        let _ = r.stop.send(how);
         let _ = r.handle.await;
     }
+    let _ = disc_stop_tx.send(true);
     for d in k8s {
         d.join().await;
     }

@@ -14,6 +14,7 @@
 //! reuses its finished `Labels` (only values and timestamps change), so a
 //! steady-state scrape allocates no label strings.
 
+use super::handover::{Handed, Handover, LoopKey, end_of_target};
 use super::target::Target;
 use crate::consumer::Consumer;
 use crate::http::describe_error;
@@ -279,7 +280,7 @@ pub fn attach_target_labels(mut scraped: Vec<Label>, target: &Labels, honor: boo
     scraped
 }
 
-fn report_labels(name: &str, target: &Labels, external: &[Label]) -> Labels {
+pub(super) fn report_labels(name: &str, target: &Labels, external: &[Label]) -> Labels {
     let mut v: Vec<Label> = target.iter().cloned().collect();
     v.push(Label::new(METRIC_NAME, name));
     add_external(&mut v, external);
@@ -499,7 +500,7 @@ fn finish_labels(
     Ok(Some(labels))
 }
 
-fn now_ms() -> i64 {
+pub(super) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
@@ -536,8 +537,11 @@ pub enum Stop {
     Running,
     /// The target left discovery: staleness markers for its series.
     TargetGone,
-    /// The agent stops or reloads: no markers.
+    /// The agent stops: no markers.
     Shutdown,
+    /// A reload replaces the loop: no markers; its state goes to the
+    /// [`Handover`] for its successor.
+    Handover,
 }
 
 /// Drives one target until `stop` leaves [`Stop::Running`].
@@ -549,9 +553,19 @@ pub struct ScrapeLoop {
     /// Set while a memory_limiter downstream refuses: scrapes are skipped.
     pub backpressure: Backpressure,
     pub telemetry: Telemetry,
+    /// Where the loop's state goes when a reload replaces it.
+    pub handover: Arc<Handover>,
+    /// The state of the loop this one replaces (taken from the handover
+    /// when the loop is made, before the receiver ends what is unclaimed).
+    pub resume: Option<Handed>,
 }
 
 impl ScrapeLoop {
+    /// The target's identity across reloads.
+    pub fn key(receiver: &str, target: &Target) -> LoopKey {
+        (receiver.to_string(), target.job().to_string(), target.all_labels.clone(), target.url.clone())
+    }
+
     /// Offset of this target inside the interval, so targets spread out.
     fn offset(&self) -> Duration {
         let iv = self.target.interval.as_nanos().max(1) as u64;
@@ -582,9 +596,20 @@ impl ScrapeLoop {
         let phase = Duration::from_nanos((now.as_nanos() % iv.as_nanos().max(1)) as u64);
         let off = self.offset();
         let first_wait = if off >= phase { off - phase } else { iv - (phase - off) };
-        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + first_wait, iv);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut first = tokio::time::Instant::now() + first_wait;
+        // A loop that replaces one (a reload changed the receiver) goes on
+        // from its predecessor's last scrape, markers included, and on its
+        // schedule: a scrape that fell due during the handover is made now.
         let mut cache = SeriesCache::default();
+        if let Some(h) = self.resume.take() {
+            cache = h.cache;
+            if h.interval == iv {
+                first = h.next_due;
+            }
+        }
+        let mut ticker = tokio::time::interval_at(first, iv);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut next_due = first;
         let skipped = self.telemetry.counter(
             "infertel_receiver_skipped_scrapes_total",
             "Scrapes not made, by reason (memory_limit: a memory_limiter downstream refuses data); no up sample is produced for them.",
@@ -593,7 +618,7 @@ impl ScrapeLoop {
         let mut skipping = false;
         loop {
             tokio::select! {
-                _ = ticker.tick() => {}
+                t = ticker.tick() => next_due = t + iv,
                 _ = stop.changed() => break,
             }
             if *stop.borrow() != Stop::Running {
@@ -620,26 +645,26 @@ impl ScrapeLoop {
         }
         let l = [("receiver", m.receiver.as_str()), ("job", m.job.as_str()), ("instance", m.instance.as_str())];
         self.telemetry.remove("infertel_receiver_target_up", &l);
-        // A closed channel (the receiver itself went away) is a shutdown.
-        if *stop.borrow() != Stop::TargetGone {
-            return;
+        let why = *stop.borrow();
+        match why {
+            Stop::TargetGone => {
+                // The target went away: its series and report series end now.
+                let b = end_of_target(&mut cache, &self.target.labels, &self.job.external_labels, now_ms());
+                self.next.consume(b).await;
+            }
+            Stop::Handover => {
+                let h = Handed {
+                    cache,
+                    target_labels: self.target.labels.clone(),
+                    external_labels: self.job.external_labels.clone(),
+                    next_due,
+                    interval: iv,
+                };
+                self.handover.put(Self::key(&self.job.receiver, &self.target), h);
+            }
+            // A closed channel (the receiver itself went away) is a shutdown.
+            Stop::Running | Stop::Shutdown => {}
         }
-        // The target went away: its series and report series end now.
-        let ts = now_ms();
-        let mut series = cache.stale_all(ts);
-        for name in [
-            "up",
-            "scrape_duration_seconds",
-            "scrape_samples_scraped",
-            "scrape_samples_post_metric_relabeling",
-            "scrape_series_added",
-        ] {
-            series.push(Series {
-                labels: report_labels(name, &self.target.labels, &self.job.external_labels),
-                samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }],
-            });
-        }
-        self.next.consume(Batch { series, metadata: Vec::new() }).await;
     }
 
     async fn fetch(&self, buf: &mut Vec<u8>) -> Result<Option<String>, ScrapeFailure> {

@@ -2,11 +2,19 @@
 //! exporters are built once and shared by the pipelines that list them;
 //! each pipeline gets its own processor chain ending in a fan-out to its
 //! exporters; each receiver feeds the first processor of every pipeline
-//! that lists it. Shutdown runs the other way: receivers stop first (and
-//! send their stale markers), then processors flush, then exporters drain.
+//! that lists it. Every component's output goes through a [`Relay`], so a
+//! reload rewires what it keeps instead of restarting it.
+//!
+//! - this file: [`Service::build`], the graph a config describes, reusing
+//!   the running components whose configuration did not change;
+//! - `live.rs`: [`Live`], the running graph: start, reload, shutdown.
+
+mod live;
+
+pub use live::Live;
 
 use crate::config::{ComponentId, Config};
-use crate::consumer::{Consumer, FanOut};
+use crate::consumer::{Consumer, FanOut, Relay};
 use crate::exporters::ExporterConfig;
 use crate::exporters::debug::DebugExporter;
 use crate::exporters::probe::{ProbeResult, StartupCheck, Verdict};
@@ -16,16 +24,17 @@ use crate::extensions::health_check::Readiness;
 use crate::processors::ProcessorConfig;
 use crate::processors::batch::BatchProcessor;
 use crate::processors::inference::InferenceProcessor;
-use crate::processors::memory_limiter::{Backpressure, MemoryLimiter};
+use crate::processors::memory_limiter::{Backpressure, MemoryLimiter, Pressure};
 use crate::receivers::ReceiverConfig;
 use crate::receivers::prometheus::PrometheusReceiver;
+use crate::receivers::prometheus::handover::Handover;
 use crate::telemetry::Telemetry;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
 
+#[derive(Clone)]
 enum Exporter {
     /// Remote write, OTLP gRPC, OTLP HTTP: the shared sending queue.
     Queued(Arc<dyn QueuedExporter>),
@@ -41,20 +50,71 @@ impl Exporter {
             Exporter::Debug(e) => e.clone(),
         }
     }
+
+    fn queued(&self) -> Option<&Arc<dyn QueuedExporter>> {
+        match self {
+            Exporter::Queued(q) => Some(q),
+            Exporter::Debug(_) => None,
+        }
+    }
 }
 
-/// A built, not yet running, agent.
+/// A component's identity across reloads: its id and everything that
+/// configures it (for an exporter, also the storage and authenticator
+/// extensions it names). Equal keys: the running component is kept.
+type Key = String;
+
+struct ExporterSlot {
+    id: ComponentId,
+    key: Key,
+    exporter: Exporter,
+    /// Taken from the running graph (unchanged).
+    kept: bool,
+}
+
+/// The task a processor runs beside its consumer, if any.
+#[derive(Clone)]
+enum ProcessorTask {
+    None,
+    Batch(Arc<BatchProcessor>),
+    Limiter(Arc<MemoryLimiter>),
+}
+
+struct ProcessorSlot {
+    key: Key,
+    consumer: Arc<dyn Consumer>,
+    /// Where the processor sends its output.
+    output: Arc<Relay>,
+    /// What `output` leads to in this graph.
+    next: Arc<dyn Consumer>,
+    task: ProcessorTask,
+    kept: bool,
+}
+
+struct ReceiverSlot {
+    id: String,
+    key: Key,
+    /// `None` when the running receiver is kept.
+    receiver: Option<PrometheusReceiver>,
+    output: Arc<Relay>,
+    next: Arc<dyn Consumer>,
+    backpressure: Backpressure,
+    flags: Vec<Arc<Pressure>>,
+}
+
+/// A built, not yet running, agent (or the next configuration of a running
+/// one: see [`Live::reload`]).
 pub struct Service {
-    receivers: Vec<(PrometheusReceiver, Arc<dyn Consumer>)>,
-    processors: Vec<Arc<BatchProcessor>>,
-    memory_limiters: Vec<Arc<MemoryLimiter>>,
-    exporters: Vec<(ComponentId, Exporter)>,
+    receivers: Vec<ReceiverSlot>,
+    processors: Vec<ProcessorSlot>,
+    exporters: Vec<ExporterSlot>,
     telemetry: Telemetry,
     metrics_addr: Option<SocketAddr>,
     shutdown_timeout: Duration,
     health_addr: Option<SocketAddr>,
     health_listener: Option<tokio::net::TcpListener>,
     readiness: Arc<Readiness>,
+    handover: Arc<Handover>,
 }
 
 /// One exporter's probe, for `infertel check` and the startup log.
@@ -65,13 +125,31 @@ pub struct ExporterProbe {
     pub result: ProbeResult,
 }
 
+fn exporter_key(id: &ComponentId, ec: &ExporterConfig, extensions: &BTreeMap<String, ExtensionConfig>) -> Key {
+    let storage = ec.queue().and_then(|q| q.storage.as_deref()).and_then(|s| extensions.get(s));
+    let auth = ec.authenticator().and_then(|a| extensions.get(a));
+    format!("{id}\u{0}{ec:?}\u{0}{storage:?}\u{0}{auth:?}")
+}
+
 impl Service {
     /// Builds every component; `tap`, when given, also receives everything
     /// every receiver emits (used by `infertel demo`).
     pub fn build(cfg: Config, telemetry: Telemetry, tap: Option<Arc<dyn Consumer>>) -> Result<Service, String> {
+        Self::build_on(cfg, telemetry, tap, None)
+    }
+
+    /// Builds the graph `cfg` describes; with `running`, the components
+    /// whose configuration did not change are taken from it instead of
+    /// built again.
+    fn build_on(
+        cfg: Config,
+        telemetry: Telemetry,
+        tap: Option<Arc<dyn Consumer>>,
+        running: Option<&Live>,
+    ) -> Result<Service, String> {
         let extensions: BTreeMap<String, ExtensionConfig> =
             cfg.extensions.0.iter().map(|(id, c)| (id.to_string(), c.clone())).collect();
-        let mut exporters: Vec<(ComponentId, Exporter)> = Vec::new();
+        let mut exporters: Vec<ExporterSlot> = Vec::new();
         let used = |section: &str, id: &ComponentId| {
             cfg.service.pipelines.values().any(|p| {
                 let list = match section {
@@ -84,6 +162,11 @@ impl Service {
         };
         for (id, ec) in cfg.exporters.0 {
             if !used("exporters", &id) {
+                continue;
+            }
+            let key = exporter_key(&id, &ec, &extensions);
+            if let Some(e) = running.and_then(|r| r.exporter(&key)) {
+                exporters.push(ExporterSlot { id, key, exporter: e, kept: true });
                 continue;
             }
             let storage = match ec.queue().and_then(|q| q.storage.as_deref()) {
@@ -127,13 +210,12 @@ impl Service {
             if let (Exporter::Queued(q), Some(s)) = (&e, storage) {
                 q.set_storage(s);
             }
-            exporters.push((id, e));
+            exporters.push(ExporterSlot { id, key, exporter: e, kept: false });
         }
         let mut processors = Vec::new();
         let mut entries: BTreeMap<String, Vec<Arc<dyn Consumer>>> = BTreeMap::new();
         // The memory limiters' flags, per receiver feeding their pipelines.
-        let mut memory_limiters = Vec::new();
-        let mut pressure: BTreeMap<String, Backpressure> = BTreeMap::new();
+        let mut pressure: BTreeMap<String, Vec<Arc<Pressure>>> = BTreeMap::new();
         for (pname, p) in &cfg.service.pipelines {
             let preserve =
                 p.processors.iter().any(|r| ComponentId::parse(r).is_ok_and(|id| id.kind == "preserve_names"));
@@ -141,40 +223,58 @@ impl Service {
             let outs: Vec<Arc<dyn Consumer>> = p
                 .exporters
                 .iter()
-                .filter_map(|r| exporters.iter().find(|(id, _)| id.to_string() == *r).map(|(_, e)| e.consumer(naming)))
+                .filter_map(|r| exporters.iter().find(|e| e.id.to_string() == *r).map(|e| e.exporter.consumer(naming)))
                 .collect();
             let mut next: Arc<dyn Consumer> = if outs.len() == 1 { outs[0].clone() } else { Arc::new(FanOut(outs)) };
             for r in p.processors.iter().rev() {
                 let id = ComponentId::parse(r)?;
                 let pc =
                     cfg.processors.get(&id).ok_or_else(|| format!("pipeline {pname}: processor {r} not defined"))?;
-                match pc {
-                    ProcessorConfig::Batch(c) => {
-                        let bp = BatchProcessor::new(c.clone(), next);
-                        processors.push(bp.clone());
-                        next = bp;
-                    }
-                    ProcessorConfig::Inference(c) => {
-                        next = InferenceProcessor::new(id.to_string(), c, next, telemetry.clone());
-                    }
-                    ProcessorConfig::MemoryLimiter(c) => {
-                        let ml = MemoryLimiter::new(id.to_string(), c, next, &telemetry)
-                            .map_err(|e| format!("processor {id}: {e}"))?;
-                        for r in &p.receivers {
-                            pressure.entry(r.clone()).or_default().0.push(ml.pressure());
-                        }
-                        memory_limiters.push(ml.clone());
-                        next = ml;
-                    }
-                    // A pipeline-level naming contract, applied above when
-                    // the exporters' consumers were made; batches pass as is.
-                    ProcessorConfig::PreserveNames(_) => {}
+                // A pipeline-level naming contract, applied above when the
+                // exporters' consumers were made; batches pass as is.
+                if let ProcessorConfig::PreserveNames(_) = pc {
+                    continue;
                 }
+                let key = format!("{pname}\u{0}{id}\u{0}{pc:?}");
+                let slot = match running.and_then(|l| l.processor(&key)) {
+                    Some((consumer, output, task)) => {
+                        ProcessorSlot { key, consumer, output, next: next.clone(), task, kept: true }
+                    }
+                    None => {
+                        let output = Relay::new(next.clone());
+                        let out: Arc<dyn Consumer> = output.clone();
+                        let (consumer, task): (Arc<dyn Consumer>, ProcessorTask) = match pc {
+                            ProcessorConfig::Batch(c) => {
+                                let bp = BatchProcessor::new(c.clone(), out);
+                                (bp.clone(), ProcessorTask::Batch(bp))
+                            }
+                            ProcessorConfig::Inference(c) => (
+                                InferenceProcessor::new(id.to_string(), c, out, telemetry.clone()),
+                                ProcessorTask::None,
+                            ),
+                            ProcessorConfig::MemoryLimiter(c) => {
+                                let ml = MemoryLimiter::new(id.to_string(), c, out, &telemetry)
+                                    .map_err(|e| format!("processor {id}: {e}"))?;
+                                (ml.clone(), ProcessorTask::Limiter(ml))
+                            }
+                            ProcessorConfig::PreserveNames(_) => continue,
+                        };
+                        ProcessorSlot { key, consumer, output, next: next.clone(), task, kept: false }
+                    }
+                };
+                if let ProcessorTask::Limiter(ml) = &slot.task {
+                    for r in &p.receivers {
+                        pressure.entry(r.clone()).or_default().push(ml.pressure());
+                    }
+                }
+                next = slot.consumer.clone();
+                processors.push(slot);
             }
             for r in &p.receivers {
                 entries.entry(r.clone()).or_default().push(next.clone());
             }
         }
+        let handover = running.map(|l| l.handover()).unwrap_or_default();
         let mut receivers = Vec::new();
         for (id, rc) in cfg.receivers.0 {
             let Some(mut outs) = entries.remove(&id.to_string()) else {
@@ -184,12 +284,35 @@ impl Service {
                 outs.push(t.clone());
             }
             let next: Arc<dyn Consumer> = if outs.len() == 1 { outs.remove(0) } else { Arc::new(FanOut(outs)) };
+            let flags = pressure.remove(&id.to_string()).unwrap_or_default();
+            let key = format!("{id}\u{0}{rc:?}");
+            if let Some((output, backpressure)) = running.and_then(|l| l.receiver(&key)) {
+                receivers.push(ReceiverSlot {
+                    id: id.to_string(),
+                    key,
+                    receiver: None,
+                    output,
+                    next,
+                    backpressure,
+                    flags,
+                });
+                continue;
+            }
             match rc {
                 ReceiverConfig::Prometheus(c) => {
                     let mut r =
                         PrometheusReceiver::new(id.to_string(), c).map_err(|e| format!("receiver {id}: {e}"))?;
-                    r.backpressure = pressure.remove(&id.to_string()).unwrap_or_default();
-                    receivers.push((r, next));
+                    r.backpressure = Backpressure::new(flags.clone());
+                    r.handover = handover.clone();
+                    receivers.push(ReceiverSlot {
+                        id: id.to_string(),
+                        key,
+                        output: Relay::new(next.clone()),
+                        next,
+                        backpressure: r.backpressure.clone(),
+                        receiver: Some(r),
+                        flags,
+                    });
                 }
             }
         }
@@ -201,20 +324,13 @@ impl Service {
                 health_addr = Some(h.socket_addr()?);
             }
         }
-        let readiness = Arc::new(Readiness {
-            receivers_started: Default::default(),
-            exporters: exporters
-                .iter()
-                .filter_map(|(_, e)| match e {
-                    Exporter::Queued(x) => x.endpoint_state(),
-                    Exporter::Debug(_) => None,
-                })
-                .collect(),
-        });
+        let readiness = Arc::new(Readiness::default());
+        readiness.set_exporters(
+            exporters.iter().filter_map(|e| e.exporter.queued().and_then(|x| x.endpoint_state())).collect(),
+        );
         Ok(Service {
             receivers,
             processors,
-            memory_limiters,
             exporters,
             telemetry,
             metrics_addr,
@@ -222,6 +338,7 @@ impl Service {
             health_addr,
             health_listener: None,
             readiness,
+            handover,
         })
     }
 
@@ -256,14 +373,14 @@ impl Service {
     /// Probes every network exporter (all of them: `infertel check`; or
     /// only those without `startup_check: off`), concurrently.
     pub async fn probe_exporters(&self, include_off: bool) -> Vec<ExporterProbe> {
-        let probes = self.exporters.iter().filter_map(|(id, e)| {
-            let Exporter::Queued(x) = e else { return None };
+        let probes = self.exporters.iter().filter_map(|e| {
+            let x = e.exporter.queued()?;
             let st = x.endpoint_state()?;
             if !include_off && st.check == StartupCheck::Off {
                 return None;
             }
             let x = x.clone();
-            let id = id.to_string();
+            let id = e.id.to_string();
             Some(async move {
                 let result = x.probe().await;
                 ExporterProbe { id, endpoint: st.endpoint.clone(), check: st.check, result }
@@ -278,8 +395,8 @@ impl Service {
     /// exporters, which refuse the start.
     pub async fn startup_checks(&self) -> Result<(), Vec<String>> {
         let mut fatal = Vec::new();
+        let states = self.readiness.exporters();
         for p in self.probe_exporters(false).await {
-            let states = &self.readiness.exporters;
             let Some(st) = states.iter().find(|s| s.exporter == p.id) else { continue };
             let r = &p.result;
             match r.verdict {
@@ -300,11 +417,13 @@ impl Service {
     /// Opens the exporters' persistent queues (recovering and counting
     /// what a previous run left); separate from `run` so a storage problem
     /// (a directory in use by another agent) is reported before anything
-    /// starts. Idempotent.
+    /// starts. Idempotent; kept exporters are open already.
     pub fn open(&self) -> Result<(), String> {
-        for (id, e) in &self.exporters {
-            if let Exporter::Queued(x) = e {
-                x.open().map_err(|e| format!("exporter {id}: {e}"))?;
+        for e in &self.exporters {
+            if let Some(x) = e.exporter.queued()
+                && !e.kept
+            {
+                x.open().map_err(|err| format!("exporter {}: {err}", e.id))?;
             }
         }
         Ok(())
@@ -331,138 +450,19 @@ impl Service {
         })
     }
 
-    /// Runs until `stop` turns true, then shuts down in order.
-    pub async fn run(self, listener: Option<tokio::net::TcpListener>, mut stop: watch::Receiver<bool>) {
-        let telemetry = self.telemetry.clone();
-        let server = listener.map(|l| Self::serve_telemetry(l, telemetry.clone()));
-        if let Err(e) = self.open() {
-            tracing::error!("{e}");
-        }
-        let (exp_stop_tx, exp_stop) = watch::channel(false);
-        let (proc_stop_tx, proc_stop) = watch::channel(false);
-        let health = self.health_listener.map(|l| {
-            tracing::info!(
-                "health_check: /healthz and /readyz at http://{}",
-                l.local_addr().map(|a| a.to_string()).unwrap_or_default()
-            );
-            tokio::spawn(crate::extensions::health_check::serve(l, self.readiness.clone()))
-        });
-        let mut exporter_tasks = Vec::new();
-        let mut rw = Vec::new();
-        let mut probers = Vec::new();
-        for (_, e) in &self.exporters {
-            if let Exporter::Queued(x) = e {
-                rw.push(x.clone());
-                exporter_tasks.push(tokio::spawn(x.clone().start(exp_stop.clone())));
-                // Paused (at startup, or at run time by a 401/403/404/...):
-                // probe on its own schedule until the endpoint answers, then
-                // open the gate, whatever became of the request that paused
-                // it. One watchdog for the life of the exporter.
-                if let Some(st) = x.endpoint_state() {
-                    let x = x.clone();
-                    probers.push(tokio::spawn(async move {
-                        while st.wait_closed().await {
-                            let mut n = 0;
-                            while !st.is_up() {
-                                n += 1;
-                                if !st.sleep_unless_stopping(st.probe_backoff(n)).await {
-                                    return;
-                                }
-                                if st.is_up() {
-                                    break;
-                                }
-                                let r = x.probe().await;
-                                if r.is_ok() {
-                                    st.set_up();
-                                } else {
-                                    st.pause(&r);
-                                }
-                            }
-                        }
-                    }));
-                }
-            }
-        }
-        let processor_tasks: Vec<_> =
-            self.processors.iter().map(|p| tokio::spawn(p.clone().run(proc_stop.clone()))).collect();
-        // On the service stop (not after the receivers): their stale markers pass.
-        let limiter_tasks: Vec<_> =
-            self.memory_limiters.iter().map(|m| tokio::spawn(m.clone().run(stop.clone()))).collect();
-        // The receivers stop on their own signal, sent once the queues wait
-        // for room instead of dropping (their staleness markers come then).
-        let (recv_stop_tx, recv_stop) = watch::channel(false);
-        let receiver_tasks: Vec<_> = self
-            .receivers
-            .into_iter()
-            .map(|(r, next)| tokio::spawn(r.run(next, telemetry.clone(), recv_stop.clone())))
-            .collect();
-        self.readiness.receivers_started.store(true, std::sync::atomic::Ordering::Relaxed);
+    /// Runs until `stop` turns true, then shuts down in order (`demo`,
+    /// tests: an agent that never reloads).
+    pub async fn run(self, listener: Option<tokio::net::TcpListener>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let server = listener.map(|l| Self::serve_telemetry(l, self.telemetry.clone()));
+        let live = self.start();
         while !*stop.borrow() {
             if stop.changed().await.is_err() {
                 break;
             }
         }
-        // One budget for the whole shutdown (service.shutdown_timeout).
-        let deadline = tokio::time::Instant::now() + self.shutdown_timeout;
-        tracing::info!("shutting down: stopping receivers");
-        for x in &rw {
-            x.begin_drain();
-        }
-        let _ = recv_stop_tx.send(true);
-        let aborts: Vec<_> = exporter_tasks.iter().map(|t| t.abort_handle()).collect();
-        let prober_aborts: Vec<_> = probers.iter().map(|t| t.abort_handle()).collect();
-        let ordered = async {
-            for t in receiver_tasks {
-                let _ = t.await;
-            }
-            let _ = proc_stop_tx.send(true);
-            for t in processor_tasks {
-                let _ = t.await;
-            }
-            for t in limiter_tasks {
-                let _ = t.await;
-            }
-            // Paused exporters stop waiting for their endpoint (in memory,
-            // what they hold is counted as dropped; on disk it stays).
-            for st in &self.readiness.exporters {
-                st.stop();
-            }
-            for p in probers {
-                p.abort();
-            }
-            self.readiness.receivers_started.store(false, std::sync::atomic::Ordering::Relaxed);
-            let _ = exp_stop_tx.send(true);
-            for t in exporter_tasks {
-                let _ = t.await;
-            }
-        };
-        if tokio::time::timeout_at(deadline, ordered).await.is_err() {
-            tracing::error!(
-                "shutdown took longer than service.shutdown_timeout ({:?}): giving up on what is still in flight",
-                self.shutdown_timeout
-            );
-            let _ = exp_stop_tx.send(true);
-            // Nothing of this pipeline runs on after it (a reload starts
-            // the next one): exporters, their consumers, the probers.
-            for st in &self.readiness.exporters {
-                st.stop();
-            }
-            for a in aborts.iter().chain(&prober_aborts) {
-                a.abort();
-            }
-            for x in &rw {
-                x.abandon();
-            }
-        }
-        for x in &rw {
-            x.close();
-        }
+        live.shutdown().await;
         if let Some(s) = server {
             s.abort();
         }
-        if let Some(h) = health {
-            h.abort();
-        }
-        tracing::info!("shutdown complete");
     }
 }

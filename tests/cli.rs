@@ -239,3 +239,22 @@ fn simulate_serves_vllm_and_dcgm() {
     assert!(dcgm.contains("DCGM_FI_DEV_GPU_UTIL"));
     assert_eq!(proc.terminate(Duration::from_secs(10)), Some(0));
 }
+
+/// `validate` takes a Prometheus file as it is (vLLM's example, copied in
+/// `crates/pipeline/tests/data` with its source): without `remote_write`
+/// it is refused (78) saying nothing would leave; with one it is valid (0)
+/// and what is ignored is warned about by line.
+#[test]
+fn validate_takes_a_prometheus_file() {
+    let vllm = std::fs::read_to_string(
+        repo_dir().join("crates/pipeline/tests/data/vllm-production-monitoring-prometheus.yaml"),
+    )
+    .unwrap();
+    let (code, out) = validate(&vllm);
+    assert_eq!(code, 78, "{out}");
+    assert!(out.contains("has no remote_write: nothing would leave"), "{out}");
+    let with_rw = format!("{vllm}rule_files: [alerts.yml]\nremote_write:\n  - url: http://127.0.0.1:9/api/v1/write\n");
+    let (code, out) = validate(&with_rw);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("rule_files: ignored"), "{out}");
+}

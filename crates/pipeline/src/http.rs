@@ -108,6 +108,29 @@ impl TlsSettings {
 
 /// Builds a client; `timeout` bounds each whole request.
 pub fn build_client(tls: &TlsSettings, timeout: Option<Duration>) -> Result<reqwest::Client, String> {
+    build_client_with(tls, timeout, &ClientOptions::default())
+}
+
+/// Prometheus' HTTP client options (`proxy_url`, `follow_redirects`,
+/// `enable_http2`), where a component has them.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    pub proxy_url: Option<String>,
+    pub follow_redirects: bool,
+    pub enable_http2: bool,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions { proxy_url: None, follow_redirects: true, enable_http2: true }
+    }
+}
+
+pub fn build_client_with(
+    tls: &TlsSettings,
+    timeout: Option<Duration>,
+    opts: &ClientOptions,
+) -> Result<reqwest::Client, String> {
     ensure_crypto_provider();
     let mut b = reqwest::Client::builder()
         .user_agent(user_agent())
@@ -117,6 +140,15 @@ pub fn build_client(tls: &TlsSettings, timeout: Option<Duration>) -> Result<reqw
         && !t.is_zero()
     {
         b = b.timeout(t);
+    }
+    if let Some(p) = opts.proxy_url.as_deref().filter(|p| !p.is_empty()) {
+        b = b.proxy(reqwest::Proxy::all(p).map_err(|e| format!("proxy_url {p:?}: {e}"))?);
+    }
+    if !opts.follow_redirects {
+        b = b.redirect(reqwest::redirect::Policy::none());
+    }
+    if !opts.enable_http2 {
+        b = b.http1_only();
     }
     b.build().map_err(|e| format!("HTTP client: {e}"))
 }

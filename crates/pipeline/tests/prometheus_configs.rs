@@ -3,9 +3,12 @@
 //! no `scrape_timeout` (Prometheus defaults it to min(10s, interval));
 //! a server's `rule_files`, `alerting` and `storage` (accepted, warned);
 //! `remote_write` in the receiver (refused, with the way out); a bare
-//! Prometheus file where a pipeline config is expected (explained).
+//! Prometheus file runs as agent mode would, its `remote_write` keys mapped
+//! onto exporters (and refused, by key and line, where infertel cannot
+//! honour them); without `remote_write` it is explained.
 
 use infertel_pipeline::config::load_str;
+use infertel_pipeline::exporters::ExporterConfig;
 use infertel_pipeline::receivers::ReceiverConfig;
 
 fn vllm_example() -> String {
@@ -84,14 +87,111 @@ fn a_servers_sections_are_accepted_with_a_warning_and_remote_write_points_to_the
 }
 
 #[test]
-fn a_bare_prometheus_file_is_recognised_and_explained() {
+fn a_bare_prometheus_file_without_remote_write_is_explained() {
     let r = load_str("prometheus.yaml", &vllm_example(), &|_| None).err().expect("refused");
     assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
     let e = &r.errors[0];
-    assert!(e.message.contains("this is a Prometheus configuration"), "{}", e.message);
+    assert!(e.message.contains("no remote_write: nothing would leave"), "{}", e.message);
     assert!(e.message.contains("receivers.prometheus.config"), "{}", e.message);
     assert!(!e.message.contains("unknown field"), "{}", e.message);
     assert!(e.line.is_some(), "names the line");
+}
+
+/// vLLM's example as a whole file with a `remote_write` added: it runs as
+/// Prometheus agent mode would, one receiver and one exporter per entry,
+/// with Prometheus' defaults (30 s remote timeout, metadata sent, retry
+/// until delivered).
+#[test]
+fn a_bare_prometheus_file_with_remote_write_runs_as_agent_mode() {
+    let file = format!(
+        "{}
+remote_write:
+  - url: http://127.0.0.1:9090/api/v1/write
+",
+        vllm_example()
+    );
+    let loaded = load_str("prometheus.yaml", &file, &|_| None).unwrap_or_else(|r| panic!("{:?}", r.errors));
+    let c = &loaded.config;
+    let ReceiverConfig::Prometheus(p) = &c.receivers.0[0].1;
+    assert_eq!(p.config.scrape_configs.len(), 1);
+    assert_eq!(p.config.scrape_configs[0].job_name, "vllm");
+    let (id, e) = &c.exporters.0[0];
+    assert_eq!(id.to_string(), "prometheusremotewrite/0");
+    let ExporterConfig::PrometheusRemoteWrite(rw) = e else { panic!("{e:?}") };
+    assert_eq!(rw.endpoint, "http://127.0.0.1:9090/api/v1/write");
+    assert_eq!(rw.timeout.get(), std::time::Duration::from_secs(30), "Prometheus' remote_timeout default");
+    assert!(rw.send_metadata, "Prometheus sends metadata by default");
+    assert_eq!(rw.retry_on_failure.max_elapsed_time.map(|d| d.get()), Some(std::time::Duration::ZERO));
+    let p = &c.service.pipelines["metrics"];
+    assert_eq!((p.receivers.clone(), p.exporters.clone()), (vec!["prometheus".to_string()], vec![id.to_string()]));
+}
+
+/// Every `remote_write` key Prometheus 2.42 documents, mapped: names, auth
+/// (basic_auth with password_file, authorization with credentials_file,
+/// bearer_token), tls_config, queue_config, metadata_config; the keys with
+/// no effect warned about by name and line; a server's rule_files warned.
+#[test]
+fn remote_write_keys_map_onto_the_exporter() {
+    let file = "global: {scrape_interval: 15s}\nrule_files: [a.yml]\nscrape_configs:\n  - job_name: a\n    static_configs: [{targets: ['h:1']}]\nremote_write:\n  - url: https://mimir:8080/api/v1/push\n    name: mimir\n    remote_timeout: 10s\n    headers: {X-Scope-OrgID: team-a}\n    basic_auth: {username: u, password_file: /var/run/secrets/pw}\n    tls_config: {ca_file: /etc/ssl/certs/ca-certificates.crt, server_name: mimir.internal, insecure_skip_verify: false}\n    proxy_url: http://proxy:3128\n    follow_redirects: false\n    enable_http2: false\n    write_relabel_configs:\n      - {source_labels: [__name__], regex: 'go_.*', action: drop}\n    queue_config: {capacity: 2500, max_shards: 4, min_shards: 1, max_samples_per_send: 500, batch_send_deadline: 2s, min_backoff: 50ms, max_backoff: 2s, retry_on_http_429: true}\n    metadata_config: {send: false, send_interval: 1m}\n  - url: http://vm:8428/api/v1/write\n    authorization: {type: Bearer, credentials_file: /var/run/secrets/token}\n  - url: http://es:9200/_prometheus/api/v1/write\n    bearer_token: abcdefgh\n";
+    let loaded = load_str("prometheus.yml", file, &|_| None).unwrap_or_else(|r| panic!("{:?}", r.errors));
+    let c = &loaded.config;
+    let mut ids: Vec<String> = c.exporters.0.iter().map(|(i, _)| i.to_string()).collect();
+    ids.sort();
+    assert_eq!(ids, ["prometheusremotewrite/1", "prometheusremotewrite/2", "prometheusremotewrite/mimir"]);
+    let rw = |id: &str| match &c.exporters.0.iter().find(|(i, _)| i.to_string() == id).unwrap().1 {
+        ExporterConfig::PrometheusRemoteWrite(r) => r.clone(),
+        e => panic!("{e:?}"),
+    };
+    let m = rw("prometheusremotewrite/mimir");
+    assert_eq!(m.timeout.get(), std::time::Duration::from_secs(10));
+    assert_eq!(m.headers.get("X-Scope-OrgID").map(String::as_str), Some("team-a"));
+    assert_eq!(m.auth.as_ref().map(|a| a.authenticator.as_str()), Some("basicauth/mimir"));
+    assert_eq!(m.tls.ca_file.as_deref(), Some(std::path::Path::new("/etc/ssl/certs/ca-certificates.crt")));
+    assert_eq!(m.tls.server_name_override.as_deref(), Some("mimir.internal"));
+    assert_eq!(m.proxy_url.as_deref(), Some("http://proxy:3128"));
+    assert!(!m.follow_redirects && !m.enable_http2);
+    assert_eq!(m.write_relabel_configs.len(), 1);
+    assert_eq!(m.sending_queue.num_consumers, 4, "max_shards: 4");
+    assert_eq!(m.sending_queue.flush_timeout.get(), std::time::Duration::from_secs(2));
+    assert_eq!(m.retry_on_failure.initial_interval.get(), std::time::Duration::from_millis(50));
+    assert_eq!(m.retry_on_failure.max_interval.get(), std::time::Duration::from_secs(2));
+    assert!(!m.send_metadata);
+    assert_eq!(rw("prometheusremotewrite/1").auth.map(|a| a.authenticator), Some("bearertokenauth/1".into()));
+    assert_eq!(rw("prometheusremotewrite/2").auth.map(|a| a.authenticator), Some("bearertokenauth/2".into()));
+    let mut ext: Vec<String> = c.extensions.0.iter().map(|(i, _)| i.to_string()).collect();
+    ext.sort();
+    assert_eq!(ext, ["basicauth/mimir", "bearertokenauth/1", "bearertokenauth/2"]);
+    let mut listed = c.service.extensions.clone();
+    listed.sort();
+    assert_eq!(listed, ext);
+    for key in ["rule_files", "capacity", "min_shards", "max_samples_per_send", "send_interval"] {
+        let w = loaded
+            .warnings
+            .iter()
+            .find(|w| w.path.ends_with(key))
+            .unwrap_or_else(|| panic!("{key}: {:?}", loaded.warnings));
+        assert!(w.line.is_some(), "{key}: names the line");
+    }
+}
+
+/// What infertel cannot do is refused, each naming the key and its line,
+/// all in one run.
+#[test]
+fn remote_write_keys_infertel_cannot_honour_are_errors_with_their_line() {
+    let file = "scrape_configs: []\nremote_write:\n  - url: https://aps/api/v1/remote_write\n    sigv4: {region: eu-west-1}\n  - url: http://a/api/v1/write\n    oauth2: {client_id: x, token_url: http://t}\n  - url: http://b/api/v1/write\n    send_native_histograms: true\n  - url: http://c/api/v1/write\n    protobuf_message: io.prometheus.write.v2.Request\n  - url: http://d/api/v1/write\n    no_such_key: 1\nremote_read: [{url: http://r}]\n";
+    let r = load_str("prometheus.yml", file, &|_| None).err().expect("refused");
+    for (key, line) in [
+        ("sigv4", 4),
+        ("oauth2", 6),
+        ("send_native_histograms", 8),
+        ("protobuf_message", 10),
+        ("no_such_key", 12),
+        ("remote_read", 13),
+    ] {
+        let e = r.errors.iter().find(|e| e.path.ends_with(key)).unwrap_or_else(|| panic!("{key}: {:?}", r.errors));
+        assert_eq!(e.line, Some(line), "{key}: {e:?}");
+    }
+    assert_eq!(r.errors.len(), 6, "{:?}", r.errors);
 }
 
 /// A blackbox-exporter job in the shape its README documents (written here,

@@ -12,6 +12,7 @@
 pub mod duration;
 pub mod env;
 pub mod id;
+pub mod prometheus_file;
 
 use crate::exporters::ExporterConfig;
 use crate::extensions::ExtensionConfig;
@@ -261,23 +262,32 @@ pub fn load_str(origin: &str, text: &str, lookup: &dyn Fn(&str) -> Option<String
     // The secrets it holds are hidden from every log line and /metrics.
     if let Ok(v) = serde_yaml::from_str::<serde_yaml::Value>(&expanded) {
         crate::secrets::register_config(&v);
-        // A Prometheus configuration where a pipeline config is expected:
-        // say so, rather than "unknown field `global`".
-        if let Some(m) = v.as_mapping() {
-            let has = |k: &str| m.contains_key(serde_yaml::Value::String(k.into()));
-            if (has("scrape_configs") || has("global")) && !has("receivers") && !has("service") {
-                let (line, column) = locate(text, "", "scrape_configs:");
-                return Err(Refused {
-                    errors: vec![ConfigIssue {
-                        origin: origin.into(),
-                        line,
-                        column,
-                        path: String::new(),
-                        message: "this is a Prometheus configuration (global, scrape_configs), not an infertel pipeline config: put it under receivers.prometheus.config (indented) and add an exporter and service.pipelines.metrics, as in config/prometheus.yaml; its remote_write entries become exporters.prometheusremotewrite".into(),
-                    }],
-                    warnings,
-                });
-            }
+        // A Prometheus server's file (prometheus.yml): run as Prometheus
+        // agent mode runs it.
+        if let Some(m) = v.as_mapping()
+            && prometheus_file::is_prometheus_file(m)
+        {
+            let translated = match prometheus_file::translate(
+                origin,
+                &expanded,
+                &v,
+                &mut warnings,
+                lookup("INFERTEL_METRICS_ADDRESS"),
+            ) {
+                Ok(t) => t,
+                Err(errors) => return Err(Refused { errors, warnings }),
+            };
+            let config: Config = match serde_yaml::from_value(translated) {
+                Ok(c) => c,
+                Err(e) => return Err(Refused { errors: vec![yaml_issue(origin, &e)], warnings }),
+            };
+            let v = validate(origin, &expanded, &config);
+            warnings.extend(v.warnings);
+            return if v.errors.is_empty() {
+                Ok(Loaded { config, warnings })
+            } else {
+                Err(Refused { errors: v.errors, warnings })
+            };
         }
     }
     let stripped = match server_sections(origin, &expanded, &mut warnings) {
@@ -336,7 +346,7 @@ fn server_sections(
         for (key, message) in [
             (
                 "remote_write",
-                "data leaves infertel through an exporter: move each remote_write entry to exporters.prometheusremotewrite (url becomes endpoint) and list it in service.pipelines",
+                "data leaves infertel through an exporter: move each remote_write entry to exporters.prometheusremotewrite (url becomes endpoint) and list it in service.pipelines, or run the Prometheus file as it is (infertel run --config prometheus.yml)",
             ),
             ("remote_read", "infertel does not read from remote storage: remove it"),
             ("scrape_config_files", "not supported yet: inline those jobs under scrape_configs"),
@@ -380,6 +390,11 @@ fn locate(text: &str, anchor: &str, needle: &str) -> (Option<usize>, Option<usiz
         if !after_anchor {
             if line.trim_start().starts_with(anchor) {
                 after_anchor = true;
+                // Flow style: the needle may follow on the anchor's line.
+                let start = line.len() - line.trim_start().len() + anchor.len();
+                if let Some(pos) = find_token(&line[start..], needle) {
+                    return (Some(i + 1), Some(start + pos + 1));
+                }
             }
             continue;
         }
@@ -395,7 +410,7 @@ fn find_token(line: &str, needle: &str) -> Option<usize> {
     while let Some(p) = line[from..].find(needle) {
         let s = from + p;
         let e = s + needle.len();
-        let before_ok = s == 0 || matches!(line.as_bytes()[s - 1], b' ' | b'[' | b',' | b'"' | b'\'' | b'-');
+        let before_ok = s == 0 || matches!(line.as_bytes()[s - 1], b' ' | b'[' | b'{' | b',' | b'"' | b'\'' | b'-');
         let after_ok = e == line.len() || matches!(line.as_bytes()[e], b' ' | b']' | b',' | b'"' | b'\'' | b':' | b'#');
         if before_ok && after_ok {
             return Some(s);

@@ -87,6 +87,11 @@ pub trait Deliver: Send + Sync + 'static {
     fn new_state(&self) -> Self::State;
     /// Sees every batch before it is sharded (shared metadata caches).
     fn observe(&self, _batch: &Batch, _naming: Naming) {}
+    /// What of a batch is queued at all (remote write's
+    /// `write_relabel_configs`); by default all of it.
+    fn admit(&self, batch: Batch, _naming: Naming) -> Batch {
+        batch
+    }
     /// The batch as it is written to a persistent queue: what it needs to
     /// be delivered after a restart as it would have been live (OTLP adds
     /// its families' metadata and its targets' `target_info`). `None`: as is.
@@ -757,6 +762,10 @@ impl<D: Deliver> SendingQueue<D> {
     pub async fn consume_named(&self, batch: Batch, naming: Naming) {
         if let Some(next) = self.successor.get() {
             return next.consume_as(batch, naming).await;
+        }
+        let batch = self.deliver.admit(batch, naming);
+        if batch.is_empty() {
+            return;
         }
         self.deliver.observe(&batch, naming);
         if !self.cfg.enabled {

@@ -23,6 +23,9 @@ pub struct ClientAuth {
     pub username: String,
     #[serde(default)]
     pub password: String,
+    /// Read on every request (Prometheus' `password_file`), so a rotated
+    /// password is picked up; a trailing newline is cut.
+    pub password_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize, Clone)]
@@ -91,6 +94,9 @@ impl ExtensionConfig {
             ExtensionConfig::BasicAuth(c) => match &c.client_auth {
                 None => Err("basicauth: client_auth (username, password) is required for exporters".into()),
                 Some(a) if a.username.is_empty() => Err("basicauth: client_auth.username must not be empty".into()),
+                Some(a) if !a.password.is_empty() && a.password_file.is_some() => {
+                    Err("basicauth: set either client_auth.password or client_auth.password_file, not both".into())
+                }
                 Some(_) => Ok(()),
             },
             ExtensionConfig::BearerTokenAuth(c) => match (&c.token, &c.filename) {
@@ -132,8 +138,12 @@ impl ExtensionConfig {
         let (name, v) = match self {
             ExtensionConfig::BasicAuth(c) => {
                 let a = c.client_auth.clone().unwrap_or_default();
+                let password = match &a.password_file {
+                    Some(f) => read_secret_file(f, "basicauth password_file")?,
+                    None => a.password.clone(),
+                };
                 let enc = crate::receivers::prometheus::scrape::base64_encode(
-                    format!("{}:{}", a.username, a.password).as_bytes(),
+                    format!("{}:{}", a.username, password).as_bytes(),
                 );
                 ("Authorization".to_string(), format!("Basic {enc}"))
             }

@@ -42,6 +42,22 @@ pub struct RemoteWriteConfig {
     /// Also write one real `infertel_canary` sample at startup; default on
     /// for Elasticsearch endpoints (`/_prometheus/` in the path).
     pub canary: Option<bool>,
+    /// Prometheus' `write_relabel_configs`: applied to every series before
+    /// it is queued; a series they drop is not sent (counted in
+    /// `infertel_exporter_relabel_dropped_samples_total`).
+    #[serde(default)]
+    pub write_relabel_configs: Vec<infertel_relabel::RelabelConfig>,
+    /// An HTTP proxy for the requests (`http://host:port`).
+    pub proxy_url: Option<String>,
+    #[serde(default = "yes")]
+    pub follow_redirects: bool,
+    /// `false`: HTTP/1.1 only (over TLS, HTTP/2 is otherwise negotiated).
+    #[serde(default = "yes")]
+    pub enable_http2: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn default_timeout() -> Duration {
@@ -52,6 +68,14 @@ fn default_max_batch() -> ByteSize {
 }
 
 impl RemoteWriteConfig {
+    pub fn client_options(&self) -> crate::http::ClientOptions {
+        crate::http::ClientOptions {
+            proxy_url: self.proxy_url.clone(),
+            follow_redirects: self.follow_redirects,
+            enable_http2: self.enable_http2,
+        }
+    }
+
     pub fn canary(&self) -> bool {
         self.canary.unwrap_or(self.endpoint.contains("/_prometheus/"))
     }
@@ -85,6 +109,13 @@ impl RemoteWriteConfig {
         }
         if self.auth.is_some() && self.headers.keys().any(|k| k.eq_ignore_ascii_case("authorization")) {
             return Err("set either auth.authenticator or an Authorization header, not both".into());
+        }
+        infertel_relabel::Relabeler::new(&self.write_relabel_configs)
+            .map_err(|e| format!("write_relabel_configs: {e}"))?;
+        if let Some(p) = self.proxy_url.as_deref().filter(|p| !p.is_empty())
+            && url::Url::parse(p).is_err()
+        {
+            return Err(format!("proxy_url {p:?}: not a URL"));
         }
         self.retry_on_failure.validate()?;
         self.sending_queue.validate()?;

@@ -21,6 +21,9 @@ use std::sync::Arc;
 pub struct RemoteWriteDeliver {
     cfg: RemoteWriteConfig,
     service: RemoteWriteService,
+    /// `write_relabel_configs`, and what they dropped.
+    write_relabel: infertel_relabel::Relabeler,
+    relabel_dropped: Arc<crate::telemetry::Counter>,
 }
 
 /// The remote-write exporter: the shared queue over [`RemoteWriteDeliver`].
@@ -54,7 +57,14 @@ pub fn new_exporter(
     telemetry: Telemetry,
 ) -> Result<Arc<RemoteWriteExporter>, String> {
     cfg.validate()?;
-    let client = crate::http::build_client(&cfg.tls.settings(), Some(cfg.timeout.get()))?;
+    let client = crate::http::build_client_with(&cfg.tls.settings(), Some(cfg.timeout.get()), &cfg.client_options())?;
+    let write_relabel = infertel_relabel::Relabeler::new(&cfg.write_relabel_configs)
+        .map_err(|e| format!("write_relabel_configs: {e}"))?;
+    let relabel_dropped = telemetry.counter(
+        "infertel_exporter_relabel_dropped_samples_total",
+        "Samples write_relabel_configs dropped before queueing (by configuration, not a delivery failure).",
+        &[("exporter", id.as_str())],
+    );
     let headers = header_map(&cfg.headers)?;
     // Resolved once for the queue it serves (see RetryConfig::for_queue).
     let retry = cfg.retry_on_failure.clone().for_queue(cfg.sending_queue.storage.is_some());
@@ -71,13 +81,39 @@ pub fn new_exporter(
     );
     let endpoint = crate::exporters::probe::redact_url(&cfg.endpoint);
     let queue = cfg.sending_queue.clone();
-    let q = SendingQueue::new(id, endpoint, queue, RemoteWriteDeliver { cfg, service }, telemetry);
+    let deliver = RemoteWriteDeliver { cfg, service, write_relabel, relabel_dropped };
+    let q = SendingQueue::new(id, endpoint, queue, deliver, telemetry);
     q.set_endpoint_state(state);
     Ok(q)
 }
 
 impl Deliver for RemoteWriteDeliver {
     type State = RequestBuilder;
+
+    /// `write_relabel_configs`, as Prometheus applies them when a sample is
+    /// enqueued (after external labels, which the receiver attached):
+    /// rewritten labels, dropped series left out and counted; a series
+    /// whose labels the rules emptied is dropped too.
+    fn admit(&self, mut batch: Batch, _naming: Naming) -> Batch {
+        if self.write_relabel.is_empty() {
+            return batch;
+        }
+        let mut dropped = 0u64;
+        batch.series.retain_mut(|s| match self.write_relabel.process(&s.labels) {
+            Some(l) if !l.is_empty() => {
+                s.labels = l;
+                true
+            }
+            _ => {
+                dropped += s.samples.len() as u64;
+                false
+            }
+        });
+        if dropped > 0 {
+            self.relabel_dropped.add(dropped);
+        }
+        batch
+    }
 
     fn new_state(&self) -> RequestBuilder {
         RequestBuilder::new(self.cfg.max_batch_size_bytes.0 as usize, self.cfg.send_metadata, self.external())

@@ -206,3 +206,54 @@ fn a_blackbox_job_with_url_targets_loads() {
     let r = load_str("c.yaml", &pipeline_with(bare), &|_| None).err().expect("refused without relabeling");
     assert!(r.errors.iter().any(|e| e.message.contains("without scheme or path")), "{:?}", r.errors);
 }
+
+/// `scrape_config_files` as Prometheus loads them: globs relative to the
+/// file's directory, each file's `scrape_configs` joining the file's own
+/// jobs; a literal path that does not exist is warned about (Prometheus
+/// adds nothing, silently); a file with anything but `scrape_configs`, and
+/// a job name used twice, are errors naming them.
+#[test]
+fn scrape_config_files_join_the_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("jobs")).unwrap();
+    let job =
+        |name: &str| format!("scrape_configs:\n  - job_name: {name}\n    static_configs: [{{targets: ['h:1']}}]\n");
+    std::fs::write(dir.path().join("jobs/a.yml"), job("a")).unwrap();
+    std::fs::write(dir.path().join("jobs/b.yml"), job("b")).unwrap();
+    std::fs::write(dir.path().join("extra.yml"), job("c")).unwrap();
+    let main = format!(
+        "{}scrape_config_files: ['jobs/*.yml', extra.yml, missing.yml]\nremote_write: [{{url: 'http://127.0.0.1:9/api/v1/write'}}]\n",
+        job("own")
+    );
+    let path = dir.path().join("prometheus.yml");
+    let origin = path.display().to_string();
+    let loaded = load_str(&origin, &main, &|_| None).unwrap_or_else(|r| panic!("{:?}", r.errors));
+    let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1;
+    let names: Vec<&str> = p.config.scrape_configs.iter().map(|s| s.job_name.as_str()).collect();
+    assert_eq!(names, ["own", "a", "b", "c"]);
+    assert!(
+        loaded.warnings.iter().any(|w| w.message.contains("missing.yml: no such file") && w.line == Some(4)),
+        "{:?}",
+        loaded.warnings
+    );
+    // Also inside a pipeline config's receiver.
+    let pipeline = pipeline_with(&format!("{}scrape_config_files: ['jobs/*.yml']\n", job("own")));
+    let loaded = load_str(&origin, &pipeline, &|_| None).unwrap_or_else(|r| panic!("{:?}", r.errors));
+    let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1;
+    assert_eq!(p.config.scrape_configs.len(), 3);
+    // A job name twice, and a file with another section.
+    std::fs::write(dir.path().join("jobs/dup.yml"), job("own")).unwrap();
+    let r = load_str(&origin, &main, &|_| None).err().expect("duplicate refused");
+    assert!(
+        r.errors.iter().any(|e| e.message.contains("multiple scrape configs with job name \"own\"")),
+        "{:?}",
+        r.errors
+    );
+    std::fs::write(dir.path().join("jobs/dup.yml"), "global: {scrape_interval: 1s}\n").unwrap();
+    let r = load_str(&origin, &main, &|_| None).err().expect("other section refused");
+    assert!(
+        r.errors.iter().any(|e| e.message.contains("dup.yml: only scrape_configs may be in a scrape config file")),
+        "{:?}",
+        r.errors
+    );
+}

@@ -277,6 +277,12 @@ pub fn load_str(origin: &str, text: &str, lookup: &dyn Fn(&str) -> Option<String
                 Ok(t) => t,
                 Err(errors) => return Err(Refused { errors, warnings }),
             };
+            let mut translated = translated;
+            let mut errors = Vec::new();
+            include_config_files(origin, &expanded, &mut translated, &mut warnings, &mut errors);
+            if !errors.is_empty() {
+                return Err(Refused { errors, warnings });
+            }
             let config: Config = match serde_yaml::from_value(translated) {
                 Ok(c) => c,
                 Err(e) => return Err(Refused { errors: vec![yaml_issue(origin, &e)], warnings }),
@@ -312,9 +318,9 @@ pub fn load_str(origin: &str, text: &str, lookup: &dyn Fn(&str) -> Option<String
 /// receiver's `config` may hold when a whole `prometheus.yml` is pasted:
 /// `rule_files`, `alerting` and `storage` are taken out with one warning
 /// each (nothing here evaluates rules, sends alerts or keeps a TSDB);
-/// `remote_write` and `remote_read` are refused with the way to do it, and
-/// `scrape_config_files` until it is supported. `Some` is the config with
-/// the ignored sections removed; `None`: nothing to remove.
+/// `remote_write` and `remote_read` are refused with the way to do it;
+/// `scrape_config_files` are read into `scrape_configs`. `Some` is the
+/// config so changed; `None`: nothing to change.
 fn server_sections(
     origin: &str,
     text: &str,
@@ -349,7 +355,6 @@ fn server_sections(
                 "data leaves infertel through an exporter: move each remote_write entry to exporters.prometheusremotewrite (url becomes endpoint) and list it in service.pipelines, or run the Prometheus file as it is (infertel run --config prometheus.yml)",
             ),
             ("remote_read", "infertel does not read from remote storage: remove it"),
-            ("scrape_config_files", "not supported yet: inline those jobs under scrape_configs"),
         ] {
             if cfg.contains_key(key) {
                 let (line, column) = locate(text, "receivers:", &format!("{key}:"));
@@ -363,10 +368,54 @@ fn server_sections(
             }
         }
     }
+    changed |= include_config_files(origin, text, &mut root, warnings, &mut errors);
     if !errors.is_empty() {
         return Err(errors);
     }
     Ok(changed.then_some(root))
+}
+
+/// Reads each prometheus receiver's `scrape_config_files` into its
+/// `scrape_configs` (paths relative to the directory of `origin`); true
+/// when any receiver had the key.
+fn include_config_files(
+    origin: &str,
+    text: &str,
+    root: &mut serde_yaml::Value,
+    warnings: &mut Vec<ConfigIssue>,
+    errors: &mut Vec<ConfigIssue>,
+) -> bool {
+    let base = std::path::Path::new(origin)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let Some(receivers) = root.get_mut("receivers").and_then(|r| r.as_mapping_mut()) else { return false };
+    let mut changed = false;
+    for (id, rc) in receivers.iter_mut() {
+        let id = id.as_str().unwrap_or("").to_string();
+        let Some(cfg) = rc.get_mut("config").and_then(|c| c.as_mapping_mut()) else { continue };
+        if !cfg.contains_key("scrape_config_files") {
+            continue;
+        }
+        changed = true;
+        let (line, column) = locate(text, "", "scrape_config_files:");
+        let path = format!("receivers.{id}.config.scrape_config_files");
+        match crate::receivers::prometheus::config_files::include(cfg, base) {
+            Ok(inc) => {
+                for m in inc.missing {
+                    warnings.push(ConfigIssue {
+                        origin: origin.into(),
+                        line,
+                        column,
+                        path: path.clone(),
+                        message: format!("{}: no such file: no jobs added from it", m.display()),
+                    });
+                }
+            }
+            Err(message) => errors.push(ConfigIssue { origin: origin.into(), line, column, path, message }),
+        }
+    }
+    changed
 }
 
 fn yaml_issue(origin: &str, e: &serde_yaml::Error) -> ConfigIssue {

@@ -1,8 +1,9 @@
-//! Where targets come from: `static_configs` and `file_sd_configs` (JSON or
-//! YAML lists of `{targets, labels}`, re-read every `refresh_interval`; the
-//! last path component may be a `*`/`?` glob, as in Prometheus), and
+//! Where targets come from: `static_configs`, `file_sd_configs` (JSON or
+//! YAML lists of `{targets, labels}`; the last path component may be a
+//! `*`/`?` glob, as in Prometheus; watched, in `discovery/file.rs`), and
 //! `kubernetes_sd_configs` (watched, in `discovery/kubernetes.rs`).
 
+pub mod file;
 pub mod kubernetes;
 
 use super::config::{FileSdConfig, ScrapeConfig};
@@ -64,7 +65,7 @@ fn wildcard_match(pat: &str, s: &str) -> bool {
     pi == p.len()
 }
 
-fn expand_pattern(pattern: &str) -> Vec<PathBuf> {
+pub(crate) fn expand_pattern(pattern: &str) -> Vec<PathBuf> {
     let path = Path::new(pattern);
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     if !name.contains(['*', '?']) {
@@ -83,30 +84,38 @@ fn expand_pattern(pattern: &str) -> Vec<PathBuf> {
     out
 }
 
-/// Reads every file of a `file_sd_configs` entry. Errors name the file;
-/// a file that fails keeps nothing (Prometheus keeps the last good read,
-/// which the caller does by ignoring a failed refresh).
+/// Reads every file of a `file_sd_configs` entry at once (tests, `check`);
+/// the agent reads them through [`file::FileSd`], file by file.
 pub fn read_file_sd(cfg: &FileSdConfig) -> Result<Vec<TargetGroup>, String> {
     let mut groups = Vec::new();
     for pattern in &cfg.files {
         for file in expand_pattern(pattern) {
-            let text = std::fs::read_to_string(&file).map_err(|e| format!("file_sd {}: {e}", file.display()))?;
-            let ext = file.extension().and_then(|e| e.to_str()).unwrap_or("");
-            let parsed: Vec<FileGroup> = match ext {
-                "json" => serde_json::from_str(&text).map_err(|e| format!("file_sd {}: {e}", file.display()))?,
-                "yml" | "yaml" => serde_yaml::from_str::<Option<Vec<FileGroup>>>(&text)
-                    .map_err(|e| format!("file_sd {}: {e}", file.display()))?
-                    .unwrap_or_default(),
-                _ => return Err(format!("file_sd {}: unknown extension (use .json, .yml or .yaml)", file.display())),
-            };
-            for (i, g) in parsed.into_iter().enumerate() {
-                let mut labels = g.labels;
-                labels.insert("__meta_filepath".into(), file.display().to_string());
-                groups.push(TargetGroup { source: format!("{}:{i}", file.display()), targets: g.targets, labels });
-            }
+            groups.extend(read_one(&file)?);
         }
     }
     Ok(groups)
+}
+
+/// One file's groups; errors name the file.
+pub(crate) fn read_one(file: &Path) -> Result<Vec<TargetGroup>, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("file_sd {}: {e}", file.display()))?;
+    let ext = file.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let parsed: Vec<FileGroup> = match ext {
+        "json" => serde_json::from_str(&text).map_err(|e| format!("file_sd {}: {e}", file.display()))?,
+        "yml" | "yaml" => serde_yaml::from_str::<Option<Vec<FileGroup>>>(&text)
+            .map_err(|e| format!("file_sd {}: {e}", file.display()))?
+            .unwrap_or_default(),
+        _ => return Err(format!("file_sd {}: unknown extension (use .json, .yml or .yaml)", file.display())),
+    };
+    Ok(parsed
+        .into_iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let mut labels = g.labels;
+            labels.insert("__meta_filepath".into(), file.display().to_string());
+            TargetGroup { source: format!("{}:{i}", file.display()), targets: g.targets, labels }
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Receiver `prometheus`: scrapes targets with Prometheus semantics.
 //!
 //! - `config.rs`: what the user configures (Prometheus `scrape_configs`);
+//! - `config_files.rs`: `scrape_config_files`, read into `scrape_configs` at load;
 //! - `discovery.rs`: where targets come from (`static_configs`, `file_sd_configs`);
 //! - `target.rs`: how a discovered target becomes labels and a URL (`relabel_configs`);
 //! - `scrape.rs`: one target's scrape loop: fetch, parse, label, stale markers, report series;
@@ -8,6 +9,7 @@
 //! - `receiver.rs`: what drives it: one loop per live target, started and stopped as discovery changes.
 
 pub mod config;
+pub mod config_files;
 pub mod discovery;
 pub mod handover;
 pub mod receiver;

@@ -7,8 +7,9 @@
 //! targets it no longer has.
 
 use super::config::{GlobalConfig, PrometheusConfig, ScrapeConfig};
+use super::discovery::file::FileSd;
 use super::discovery::kubernetes::KubernetesDiscovery;
-use super::discovery::{TargetGroup, read_file_sd, static_groups};
+use super::discovery::static_groups;
 use super::handover::{self, Handover};
 use super::scrape::{JobSettings, ScrapeAuth, ScrapeLoop, Stop};
 use super::target::{Populated, Target, populate};
@@ -147,7 +148,6 @@ async fn run_job(
         "Discovered targets that could not be turned into a scrape target (bad address, bad labels, file_sd read errors).",
         &[("receiver", &receiver), ("job", &sc.job_name)],
     );
-    let mut file_groups: Vec<Vec<TargetGroup>> = vec![Vec::new(); sc.file_sd_configs.len()];
     let refresh = sc.file_sd_configs.iter().map(|f| f.refresh_interval.get()).min();
     let mut running: HashMap<(Labels, String), Running> = HashMap::new();
     // Kubernetes discovery runs in the background and wakes this loop on change.
@@ -157,6 +157,16 @@ async fn run_job(
         "Service-discovery failures (Kubernetes API unreachable, watch errors, bad credentials); known targets are kept.",
         &[("receiver", &receiver), ("job", &sc.job_name), ("mechanism", "kubernetes")],
     );
+    // file_sd: watched files wake this loop (and refresh_interval as a fallback).
+    let files_changed = Arc::new(tokio::sync::Notify::new());
+    let mut file_sds: Vec<FileSd> = Vec::new();
+    for f in &sc.file_sd_configs {
+        let (fsd, err) = FileSd::new(f.clone(), files_changed.clone());
+        if let Some(e) = err {
+            tracing::warn!(receiver = %receiver, job = %sc.job_name, "{e}");
+        }
+        file_sds.push(fsd);
+    }
     // Discovery stops with the job, whatever the reason.
     let (disc_stop_tx, disc_stop) = watch::channel(false);
     let k8s: Vec<KubernetesDiscovery> = sc
@@ -183,15 +193,13 @@ async fn run_job(
         for d in &k8s {
             groups.extend(d.groups());
         }
-        for (i, f) in sc.file_sd_configs.iter().enumerate() {
-            match read_file_sd(f) {
-                Ok(g) => file_groups[i] = g,
-                Err(e) => {
-                    target_errors.inc();
-                    tracing::warn!(receiver = %receiver, job = %sc.job_name, "{e} (keeping the previous target list)");
-                }
+        for fsd in &mut file_sds {
+            let (g, errors) = fsd.refresh();
+            for e in errors {
+                target_errors.inc();
+                tracing::warn!(receiver = %receiver, job = %sc.job_name, "{e}");
             }
-            groups.extend(file_groups[i].iter().cloned());
+            groups.extend(g);
         }
         let mut targets: Vec<Target> = Vec::new();
         for grp in &groups {
@@ -269,6 +277,10 @@ async fn run_job(
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = k8s_changed.notified() => {}
+            _ = files_changed.notified() => {
+                // Editors write a file in several steps: read it once they are done.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
             r = stop.changed() => if r.is_err() { break },
         }
         if *stop.borrow() != Stop::Running {

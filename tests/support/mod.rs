@@ -345,6 +345,8 @@ pub struct Targets {
     delays: Arc<Mutex<BTreeMap<String, Duration>>>,
     hits: Arc<Mutex<BTreeMap<String, u64>>>,
     counters: Arc<Mutex<BTreeMap<String, (String, usize)>>>,
+    /// The last request's headers per path (names in lower case).
+    headers: Arc<Mutex<BTreeMap<String, BTreeMap<String, String>>>>,
     _rt: std::thread::JoinHandle<()>,
 }
 
@@ -354,58 +356,65 @@ impl Targets {
         let hits: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
         let delays: Arc<Mutex<BTreeMap<String, Duration>>> = Arc::default();
         let counters: Arc<Mutex<BTreeMap<String, (String, usize)>>> = Arc::default();
+        let headers: Arc<Mutex<BTreeMap<String, BTreeMap<String, String>>>> = Arc::default();
         let std_listener = TcpListener::bind("127.0.0.1:0").expect("bind targets");
         std_listener.set_nonblocking(true).expect("nonblocking");
         let addr = std_listener.local_addr().expect("addr");
-        let (p, h, d, c) = (pages.clone(), hits.clone(), delays.clone(), counters.clone());
+        let (p, h, d, c, hd) = (pages.clone(), hits.clone(), delays.clone(), counters.clone(), headers.clone());
         let rt = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
-                let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
-                    let (p, h, d, c) = (p.clone(), h.clone(), d.clone(), c.clone());
-                    async move {
-                        let path = uri.path().to_string();
-                        let hit = {
-                            let mut h = h.lock().unwrap();
-                            let e = h.entry(path.clone()).or_default();
-                            *e += 1;
-                            *e
-                        };
-                        let counter = c.lock().unwrap().get(&path).cloned();
-                        if let Some((name, n)) = counter {
-                            let mut body = format!("# TYPE {name} counter\n");
-                            for i in 0..n {
-                                body.push_str(&format!(
-                                    "{name}{{series=\"{i:04}\",pad=\"{}\"}} {hit}\n",
-                                    "p".repeat(40)
-                                ));
+                let app =
+                    axum::Router::new().fallback(move |uri: axum::http::Uri, req_headers: axum::http::HeaderMap| {
+                        let (p, h, d, c, hd) = (p.clone(), h.clone(), d.clone(), c.clone(), hd.clone());
+                        async move {
+                            let path = uri.path().to_string();
+                            let seen: BTreeMap<String, String> = req_headers
+                                .iter()
+                                .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
+                                .collect();
+                            hd.lock().unwrap().insert(path.clone(), seen);
+                            let hit = {
+                                let mut h = h.lock().unwrap();
+                                let e = h.entry(path.clone()).or_default();
+                                *e += 1;
+                                *e
+                            };
+                            let counter = c.lock().unwrap().get(&path).cloned();
+                            if let Some((name, n)) = counter {
+                                let mut body = format!("# TYPE {name} counter\n");
+                                for i in 0..n {
+                                    body.push_str(&format!(
+                                        "{name}{{series=\"{i:04}\",pad=\"{}\"}} {hit}\n",
+                                        "p".repeat(40)
+                                    ));
+                                }
+                                return axum::response::Response::builder()
+                                    .header("content-type", TEXT_004)
+                                    .body(axum::body::Body::from(body))
+                                    .unwrap();
                             }
-                            return axum::response::Response::builder()
-                                .header("content-type", TEXT_004)
-                                .body(axum::body::Body::from(body))
-                                .unwrap();
+                            let delay = d.lock().unwrap().get(&path).copied();
+                            if let Some(delay) = delay {
+                                tokio::time::sleep(delay).await;
+                            }
+                            match p.lock().unwrap().get(&path).cloned() {
+                                Some(page) => axum::response::Response::builder()
+                                    .header("content-type", page.content_type)
+                                    .body(axum::body::Body::from(page.body))
+                                    .unwrap(),
+                                None => axum::response::Response::builder()
+                                    .status(404)
+                                    .body(axum::body::Body::from("not found"))
+                                    .unwrap(),
+                            }
                         }
-                        let delay = d.lock().unwrap().get(&path).copied();
-                        if let Some(delay) = delay {
-                            tokio::time::sleep(delay).await;
-                        }
-                        match p.lock().unwrap().get(&path).cloned() {
-                            Some(page) => axum::response::Response::builder()
-                                .header("content-type", page.content_type)
-                                .body(axum::body::Body::from(page.body))
-                                .unwrap(),
-                            None => axum::response::Response::builder()
-                                .status(404)
-                                .body(axum::body::Body::from("not found"))
-                                .unwrap(),
-                        }
-                    }
-                });
+                    });
                 let _ = axum::serve(listener, app).await;
             });
         });
-        Targets { addr, pages, delays, hits, counters, _rt: rt }
+        Targets { addr, pages, delays, hits, counters, headers, _rt: rt }
     }
 
     /// Makes `path` serve `n` series of counter `name` whose value is the
@@ -422,6 +431,11 @@ impl Targets {
 
     pub fn set(&self, path: &str, content_type: &str, body: impl Into<Vec<u8>>) {
         self.pages.lock().unwrap().insert(path.into(), Page { content_type: content_type.into(), body: body.into() });
+    }
+
+    /// The headers of the last request for `path`.
+    pub fn last_headers(&self, path: &str) -> BTreeMap<String, String> {
+        self.headers.lock().unwrap().get(path).cloned().unwrap_or_default()
     }
 
     pub fn hits(&self, path: &str) -> u64 {

@@ -118,11 +118,15 @@ pub struct ClientOptions {
     pub proxy_url: Option<String>,
     pub follow_redirects: bool,
     pub enable_http2: bool,
+    /// Honour HTTP_PROXY/HTTPS_PROXY/NO_PROXY (exporters, as the
+    /// Collector's Go client does); scrapes only with
+    /// `proxy_from_environment`, as Prometheus.
+    pub env_proxy: bool,
 }
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        ClientOptions { proxy_url: None, follow_redirects: true, enable_http2: true }
+        ClientOptions { proxy_url: None, follow_redirects: true, enable_http2: true, env_proxy: true }
     }
 }
 
@@ -143,6 +147,8 @@ pub fn build_client_with(
     }
     if let Some(p) = opts.proxy_url.as_deref().filter(|p| !p.is_empty()) {
         b = b.proxy(reqwest::Proxy::all(p).map_err(|e| format!("proxy_url {p:?}: {e}"))?);
+    } else if !opts.env_proxy {
+        b = b.no_proxy();
     }
     if !opts.follow_redirects {
         b = b.redirect(reqwest::redirect::Policy::none());

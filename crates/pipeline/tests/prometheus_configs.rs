@@ -257,3 +257,49 @@ fn scrape_config_files_join_the_jobs() {
         r.errors
     );
 }
+
+/// Every global key Prometheus 2.42+ accepts loads; the per-job limits
+/// default to the global ones (a job's 0 takes the global value, as in
+/// Prometheus 2.45+); what infertel does differently is warned by key.
+#[test]
+fn global_keys_load_and_limits_default_to_them() {
+    let prom = "global:\n  scrape_interval: 15s\n  sample_limit: 1000\n  target_limit: 50\n  label_limit: 30\n  label_name_length_limit: 100\n  label_value_length_limit: 200\n  body_size_limit: 10MB\n  keep_dropped_targets: 10\n  scrape_protocols: [PrometheusProto, OpenMetricsText1.0.0, PrometheusText0.0.4]\n  query_log_file: /prometheus/query.log\n  external_labels: {cluster: a}\nscrape_configs:\n  - job_name: inherits\n    static_configs: [{targets: ['h:1']}]\n  - job_name: own\n    sample_limit: 5\n    scrape_native_histograms: true\n    scrape_classic_histograms: true\n    fallback_scrape_protocol: PrometheusText0.0.4\n    static_configs: [{targets: ['h:1']}]\n";
+    let loaded = load_str("c.yaml", &pipeline_with(prom), &|_| None).unwrap_or_else(|r| panic!("{:?}", r.errors));
+    let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1;
+    let g = &p.config.global;
+    let inherits = p.config.scrape_configs[0].limits(g);
+    assert_eq!(
+        (inherits.sample, inherits.target, inherits.label, inherits.label_name_length, inherits.label_value_length),
+        (1000, 50, 30, 100, 200)
+    );
+    assert_eq!(inherits.body_size, 10 * 1024 * 1024, "base 2");
+    assert_eq!(p.config.scrape_configs[1].limits(g).sample, 5);
+    for key in ["query_log_file", "scrape_protocols", "scrape_native_histograms"] {
+        assert!(
+            loaded.warnings.iter().any(|w| w.path.ends_with(key) && w.line.is_some()),
+            "{key}: {:?}",
+            loaded.warnings
+        );
+    }
+    let bad = prom.replace("[PrometheusProto,", "[Protobuf,");
+    let r = load_str("c.yaml", &pipeline_with(&bad), &|_| None).err().expect("unknown protocol refused");
+    assert!(r.errors.iter().any(|e| e.message.contains("unknown protocol \"Protobuf\"")), "{:?}", r.errors);
+}
+
+/// The Accept header for `scrape_protocols`, as Prometheus 3's
+/// `acceptHeader` (scrape/scrape.go) writes it for the same list: weights
+/// from 0.6 down (five known protocols), `*/*` last. The protobuf format is
+/// left out (infertel parses the text formats).
+#[test]
+fn accept_header_follows_prometheus() {
+    use infertel_pipeline::receivers::prometheus::config::accept_header;
+    let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        accept_header(&p(&["OpenMetricsText1.0.0", "OpenMetricsText0.0.1", "PrometheusText0.0.4"])),
+        "application/openmetrics-text;version=1.0.0;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=0.0.4;q=0.4,*/*;q=0.3"
+    );
+    assert_eq!(
+        accept_header(&p(&["PrometheusProto", "PrometheusText0.0.4"])),
+        "text/plain;version=0.0.4;q=0.6,*/*;q=0.5"
+    );
+}

@@ -609,6 +609,17 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
     };
     for (id, c) in &cfg.receivers.0 {
         component_errors("receivers", id, c.validate());
+        let ReceiverConfig::Prometheus(pc) = c;
+        for (key, message) in pc.warnings() {
+            let (line, column) = locate(text, "", &format!("{key}:"));
+            v.warnings.push(ConfigIssue {
+                origin: origin.into(),
+                line,
+                column,
+                path: format!("receivers.{id}.config.{key}"),
+                message,
+            });
+        }
     }
     for (id, c) in &cfg.processors.0 {
         component_errors("processors", id, c.validate());

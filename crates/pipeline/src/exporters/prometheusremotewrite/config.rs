@@ -73,6 +73,7 @@ impl RemoteWriteConfig {
             proxy_url: self.proxy_url.clone(),
             follow_redirects: self.follow_redirects,
             enable_http2: self.enable_http2,
+            env_proxy: true,
         }
     }
 

@@ -36,6 +36,26 @@ pub struct GlobalConfig {
     pub evaluation_interval: Option<Duration>,
     /// Added to every scraped series unless the series has the label.
     pub external_labels: BTreeMap<String, String>,
+    /// Defaults of the per-job limits (a job's 0 takes these), as in
+    /// Prometheus 2.45+.
+    pub sample_limit: u64,
+    pub target_limit: u64,
+    pub label_limit: u64,
+    pub label_name_length_limit: u64,
+    pub label_value_length_limit: u64,
+    pub body_size_limit: crate::config::duration::Base2Size,
+    /// Kept for the status page in Prometheus; accepted.
+    pub keep_dropped_targets: u64,
+    /// The default of every job's `scrape_protocols`.
+    pub scrape_protocols: Option<Vec<String>>,
+    /// Prometheus server settings with no meaning for an agent (warned).
+    pub query_log_file: Option<String>,
+    pub scrape_failure_log_file: Option<String>,
+    pub rule_query_offset: Option<Duration>,
+    pub metric_name_validation_scheme: Option<String>,
+    pub metric_name_escaping_scheme: Option<String>,
+    pub always_scrape_classic_histograms: Option<bool>,
+    pub convert_classic_histograms_to_nhcb: Option<bool>,
 }
 
 impl Default for GlobalConfig {
@@ -45,8 +65,63 @@ impl Default for GlobalConfig {
             scrape_timeout: None,
             evaluation_interval: None,
             external_labels: BTreeMap::new(),
+            sample_limit: 0,
+            target_limit: 0,
+            label_limit: 0,
+            label_name_length_limit: 0,
+            label_value_length_limit: 0,
+            body_size_limit: Default::default(),
+            keep_dropped_targets: 0,
+            scrape_protocols: None,
+            query_log_file: None,
+            scrape_failure_log_file: None,
+            rule_query_offset: None,
+            metric_name_validation_scheme: None,
+            metric_name_escaping_scheme: None,
+            always_scrape_classic_histograms: None,
+            convert_classic_histograms_to_nhcb: None,
         }
     }
+}
+
+/// Prometheus' scrape protocols and the media type each asks for
+/// (`config.ScrapeProtocolsHeaders`).
+pub const SCRAPE_PROTOCOLS: &[(&str, &str)] = &[
+    ("PrometheusProto", "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"),
+    ("PrometheusText0.0.4", "text/plain;version=0.0.4"),
+    ("PrometheusText1.0.0", "text/plain;version=1.0.0;escaping=allow-utf-8"),
+    ("OpenMetricsText0.0.1", "application/openmetrics-text;version=0.0.1"),
+    ("OpenMetricsText1.0.0", "application/openmetrics-text;version=1.0.0"),
+];
+
+/// The Accept header for `protocols`, as Prometheus' `acceptHeader` builds
+/// it (weights from 0.N down, then `*/*`); the protobuf format, which
+/// infertel does not parse, is left out (warned at load).
+pub fn accept_header(protocols: &[String]) -> String {
+    let mut weight = SCRAPE_PROTOCOLS.len() + 1;
+    let mut vals = Vec::new();
+    for p in protocols {
+        if p == "PrometheusProto" {
+            continue;
+        }
+        if let Some((_, h)) = SCRAPE_PROTOCOLS.iter().find(|(n, _)| n == p) {
+            vals.push(format!("{h};q=0.{weight}"));
+            weight -= 1;
+        }
+    }
+    vals.push(format!("*/*;q=0.{weight}"));
+    vals.join(",")
+}
+
+/// A header sent with every scrape (Prometheus' `http_headers`): its
+/// `values`, `secrets` (the same, hidden from logs) and `files` (read at
+/// each scrape).
+#[derive(Debug, Deserialize, Clone, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpHeader {
+    pub values: Vec<String>,
+    pub secrets: Vec<String>,
+    pub files: Vec<PathBuf>,
 }
 
 #[derive(Debug, Deserialize, Clone, Default)]
@@ -82,6 +157,33 @@ pub struct ScrapeConfig {
     #[serde(default = "yes")]
     pub enable_http2: bool,
     pub proxy_url: Option<String>,
+    /// Hosts not to proxy (comma-separated); accepted, warned.
+    pub no_proxy: Option<String>,
+    /// Use HTTP_PROXY/HTTPS_PROXY/NO_PROXY from the environment (Prometheus'
+    /// default is not to).
+    #[serde(default)]
+    pub proxy_from_environment: bool,
+    #[serde(default)]
+    pub proxy_connect_header: BTreeMap<String, Vec<String>>,
+    /// Extra request headers (Prometheus 2.55+ `http_headers`).
+    #[serde(default)]
+    pub http_headers: BTreeMap<String, HttpHeader>,
+    /// The formats asked for, in order of preference (Accept header);
+    /// unset: the global list, else infertel's default (text first).
+    pub scrape_protocols: Option<Vec<String>>,
+    /// The format assumed when a target sends no valid content type.
+    pub fallback_scrape_protocol: Option<String>,
+    /// Gzip requested (`Accept-Encoding: gzip`); false: identity.
+    #[serde(default = "yes")]
+    pub enable_compression: bool,
+    /// Native-histogram keys: infertel scrapes classic buckets (warned when
+    /// they ask for native histograms).
+    pub scrape_classic_histograms: Option<bool>,
+    pub always_scrape_classic_histograms: Option<bool>,
+    pub scrape_native_histograms: Option<bool>,
+    pub convert_classic_histograms_to_nhcb: Option<bool>,
+    #[serde(default)]
+    pub keep_dropped_targets: u64,
     /// 0 = no limit.
     #[serde(default)]
     pub sample_limit: u64,
@@ -191,6 +293,33 @@ impl GlobalConfig {
 }
 
 impl ScrapeConfig {
+    /// A job's limit, or the global one where the job leaves it at 0.
+    pub fn limits(&self, g: &GlobalConfig) -> Limits {
+        let or = |j: u64, g: u64| if j == 0 { g } else { j };
+        Limits {
+            sample: or(self.sample_limit, g.sample_limit),
+            target: or(self.target_limit, g.target_limit),
+            label: or(self.label_limit, g.label_limit),
+            label_name_length: or(self.label_name_length_limit, g.label_name_length_limit),
+            label_value_length: or(self.label_value_length_limit, g.label_value_length_limit),
+            body_size: or(self.body_size_limit.0, g.body_size_limit.0),
+        }
+    }
+
+    /// The Accept header for this job's scrapes.
+    pub fn accept(&self, g: &GlobalConfig) -> Option<String> {
+        self.scrape_protocols.as_ref().or(g.scrape_protocols.as_ref()).map(|p| accept_header(p))
+    }
+
+    pub fn client_options(&self) -> crate::http::ClientOptions {
+        crate::http::ClientOptions {
+            proxy_url: self.proxy_url.clone(),
+            follow_redirects: self.follow_redirects,
+            enable_http2: self.enable_http2,
+            env_proxy: self.proxy_from_environment,
+        }
+    }
+
     pub fn interval(&self, g: &GlobalConfig) -> std::time::Duration {
         self.scrape_interval.unwrap_or(g.scrape_interval).get()
     }
@@ -258,8 +387,36 @@ impl ScrapeConfig {
                 ));
             }
         }
-        if self.proxy_url.is_some() {
-            return Err(format!("job {job:?}: proxy_url is not supported yet"));
+        if let Some(p) = self.proxy_url.as_deref().filter(|p| !p.is_empty())
+            && url::Url::parse(p).is_err()
+        {
+            return Err(format!("job {job:?}: proxy_url {p:?} is not a URL"));
+        }
+        if self.proxy_url.is_some() && self.proxy_from_environment {
+            return Err(format!("job {job:?}: at most one of proxy_url and proxy_from_environment may be set"));
+        }
+        for p in self.scrape_protocols.iter().flatten().chain(g.scrape_protocols.iter().flatten()) {
+            if !SCRAPE_PROTOCOLS.iter().any(|(n, _)| n == p) {
+                return Err(format!(
+                    "job {job:?}: scrape_protocols: unknown protocol {p:?} (one of {})",
+                    SCRAPE_PROTOCOLS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+        if let Some(p) = &self.fallback_scrape_protocol
+            && !SCRAPE_PROTOCOLS.iter().any(|(n, _)| n == p)
+        {
+            return Err(format!("job {job:?}: fallback_scrape_protocol: unknown protocol {p:?}"));
+        }
+        for (name, h) in &self.http_headers {
+            if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return Err(format!("job {job:?}: http_headers: {name:?} is not a header name"));
+            }
+            if h.values.iter().chain(&h.secrets).any(|v| reqwest::header::HeaderValue::from_str(v).is_err()) {
+                return Err(format!(
+                    "job {job:?}: http_headers: a value of {name:?} has characters not allowed in a header"
+                ));
+            }
         }
         self.tls_config.settings().validate().map_err(|e| format!("job {job:?}: tls_config: {e}"))?;
         Relabeler::new(&self.relabel_configs).map_err(|e| format!("job {job:?}: relabel_configs: {e}"))?;
@@ -284,7 +441,65 @@ impl ScrapeConfig {
     }
 }
 
+/// Effective per-job limits (0 = none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub sample: u64,
+    pub target: u64,
+    pub label: u64,
+    pub label_name_length: u64,
+    pub label_value_length: u64,
+    pub body_size: u64,
+}
+
 impl PrometheusConfig {
+    /// Keys accepted for a pasted file that change nothing here, or ask for
+    /// what infertel does differently: `(key, message)`.
+    pub fn warnings(&self) -> Vec<(String, String)> {
+        let c = &self.config;
+        let g = &c.global;
+        let mut w = Vec::new();
+        let native =
+            "infertel scrapes the text formats: classic histogram buckets are scraped instead of native histograms";
+        for (k, set) in [
+            ("query_log_file", g.query_log_file.is_some()),
+            ("scrape_failure_log_file", g.scrape_failure_log_file.is_some()),
+            ("rule_query_offset", g.rule_query_offset.is_some()),
+        ] {
+            if set {
+                w.push((
+                    k.to_string(),
+                    "ignored: a Prometheus server setting with no meaning for an agent".to_string(),
+                ));
+            }
+        }
+        if g.convert_classic_histograms_to_nhcb == Some(true) {
+            w.push(("convert_classic_histograms_to_nhcb".into(), native.into()));
+        }
+        if g.scrape_protocols.iter().flatten().any(|p| p == "PrometheusProto") {
+            w.push(("scrape_protocols".into(), format!("PrometheusProto left out of the Accept header: {native}")));
+        }
+        for sc in &c.scrape_configs {
+            let job = &sc.job_name;
+            if sc.scrape_native_histograms == Some(true) || sc.convert_classic_histograms_to_nhcb == Some(true) {
+                w.push(("scrape_native_histograms".into(), format!("job {job:?}: {native}")));
+            }
+            if sc.scrape_protocols.iter().flatten().any(|p| p == "PrometheusProto") {
+                w.push((
+                    "scrape_protocols".into(),
+                    format!("job {job:?}: PrometheusProto left out of the Accept header: {native}"),
+                ));
+            }
+            if sc.no_proxy.is_some() || !sc.proxy_connect_header.is_empty() {
+                w.push((
+                    "no_proxy".into(),
+                    format!("job {job:?}: no_proxy and proxy_connect_header have no effect in infertel"),
+                ));
+            }
+        }
+        w
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         let c = &self.config;
         if c.scrape_configs.is_empty() {

@@ -39,6 +39,7 @@ struct Running {
 }
 
 fn job_settings(receiver: &str, sc: &ScrapeConfig, g: &GlobalConfig) -> Result<JobSettings, String> {
+    let limits = sc.limits(g);
     let auth = if let Some(b) = &sc.basic_auth {
         ScrapeAuth::Basic {
             username: b.username.clone(),
@@ -64,11 +65,15 @@ fn job_settings(receiver: &str, sc: &ScrapeConfig, g: &GlobalConfig) -> Result<J
         receiver: receiver.to_string(),
         honor_labels: sc.honor_labels,
         honor_timestamps: sc.honor_timestamps,
-        sample_limit: sc.sample_limit,
-        label_limit: sc.label_limit,
-        label_name_length_limit: sc.label_name_length_limit,
-        label_value_length_limit: sc.label_value_length_limit,
-        body_size_limit: sc.body_size_limit.0,
+        sample_limit: limits.sample,
+        label_limit: limits.label,
+        label_name_length_limit: limits.label_name_length,
+        label_value_length_limit: limits.label_value_length,
+        body_size_limit: limits.body_size,
+        accept: sc.accept(g),
+        compression: sc.enable_compression,
+        headers: sc.http_headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        fallback_openmetrics: sc.fallback_scrape_protocol.as_deref().is_some_and(|p| p.starts_with("OpenMetrics")),
         metric_relabel: Relabeler::new(&sc.metric_relabel_configs).map_err(|e| e.to_string())?,
         external_labels: g.external_labels.iter().map(|(k, v)| Label::new(k.as_str(), v.as_str())).collect(),
         auth,
@@ -136,7 +141,7 @@ async fn run_job(
             return;
         }
     };
-    let client = match crate::http::build_client(&sc.tls_config.settings(), None) {
+    let client = match crate::http::build_client_with(&sc.tls_config.settings(), None, &sc.client_options()) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(receiver = %receiver, job = %sc.job_name, "cannot build HTTP client: {e}");
@@ -221,18 +226,19 @@ async fn run_job(
         // Over target_limit every target of the job fails its scrapes (up 0,
         // error "target_limit exceeded"), as in Prometheus; they recover
         // once discovery is back under the limit.
-        let over = sc.target_limit > 0 && targets.len() as u64 > sc.target_limit;
+        let target_limit = sc.limits(&g).target;
+        let over = target_limit > 0 && targets.len() as u64 > target_limit;
         {
             let mut forced = job.forced_error.write().unwrap_or_else(|p| p.into_inner());
             if over && forced.is_none() {
                 tracing::error!(
                     receiver = %receiver, job = %sc.job_name,
-                    "target_limit exceeded: {} targets discovered, limit {}: every target of the job fails until the job is back under it", targets.len(), sc.target_limit
+                    "target_limit exceeded: {} targets discovered, limit {}: every target of the job fails until the job is back under it", targets.len(), target_limit
                 );
-                target_errors.add(targets.len() as u64 - sc.target_limit);
+                target_errors.add(targets.len() as u64 - target_limit);
             }
             *forced =
-                over.then(|| format!("target_limit exceeded ({} targets, limit {})", targets.len(), sc.target_limit));
+                over.then(|| format!("target_limit exceeded ({} targets, limit {})", targets.len(), target_limit));
         }
         // Stop loops whose target went away, start loops for new targets.
         let keys: Vec<(Labels, String)> = targets.iter().map(|t| (t.all_labels.clone(), t.url.clone())).collect();

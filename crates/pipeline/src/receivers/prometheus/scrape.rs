@@ -104,6 +104,15 @@ pub struct JobSettings {
     pub label_name_length_limit: u64,
     pub label_value_length_limit: u64,
     pub body_size_limit: u64,
+    /// The Accept header from `scrape_protocols`; `None`: [`ACCEPT_HEADER`].
+    pub accept: Option<String>,
+    /// `enable_compression`: ask for gzip.
+    pub compression: bool,
+    /// `http_headers`: sent with every scrape (files read each time).
+    pub headers: Vec<(String, super::config::HttpHeader)>,
+    /// `fallback_scrape_protocol` is OpenMetrics: a body without a valid
+    /// content type is parsed as OpenMetrics.
+    pub fallback_openmetrics: bool,
     pub metric_relabel: Relabeler,
     pub external_labels: Vec<Label>,
     pub auth: ScrapeAuth,
@@ -310,7 +319,13 @@ pub fn build_series(
     metadata: &mut Vec<Metadata>,
     want_metadata: bool,
 ) -> Result<ScrapeStats, ScrapeFailure> {
-    let format = Format::from_content_type(content_type);
+    // A missing or unknown content type: the job's fallback_scrape_protocol.
+    let known = content_type.is_some_and(|c| {
+        let c = c.trim_start().to_ascii_lowercase();
+        c.starts_with("text/plain") || c.starts_with("application/openmetrics-text")
+    });
+    let format =
+        if !known && job.fallback_openmetrics { Format::OpenMetrics } else { Format::from_content_type(content_type) };
     let exp = infertel_exposition::parse(body, format).map_err(|e| fail("parse", format!("parse error: {e}")))?;
     let id = cache.scrape_id + 1;
     let mut stats = ScrapeStats { scraped: exp.samples.len() as u64, ..Default::default() };
@@ -672,8 +687,21 @@ impl ScrapeLoop {
         let mut req = self
             .client
             .get(&t.url)
-            .header(ACCEPT, ACCEPT_HEADER)
+            .header(ACCEPT, self.job.accept.as_deref().unwrap_or(ACCEPT_HEADER))
             .header("X-Prometheus-Scrape-Timeout-Seconds", format!("{}", t.timeout.as_secs_f64()));
+        if !self.job.compression {
+            req = req.header(reqwest::header::ACCEPT_ENCODING, "identity");
+        }
+        for (name, h) in &self.job.headers {
+            for v in h.values.iter().chain(&h.secrets) {
+                req = req.header(name.as_str(), v.as_str());
+            }
+            for f in &h.files {
+                let v = crate::http::read_secret_file(f, &format!("http_headers {name} file"))
+                    .map_err(|e| fail("auth", e))?;
+                req = req.header(name.as_str(), v);
+            }
+        }
         if let Some(h) = self.job.auth.header().map_err(|e| fail("auth", e))? {
             req = req.header(AUTHORIZATION, h);
         }
@@ -834,6 +862,10 @@ mod tests {
             label_name_length_limit: 0,
             label_value_length_limit: 0,
             body_size_limit: 0,
+            accept: None,
+            compression: true,
+            headers: Vec::new(),
+            fallback_openmetrics: false,
             forced_error: Default::default(),
             metric_relabel: Relabeler::new(&rc).unwrap(),
             external_labels: vec![],

@@ -303,3 +303,16 @@ fn accept_header_follows_prometheus() {
         "text/plain;version=0.0.4;q=0.6,*/*;q=0.5"
     );
 }
+
+/// A discovery mechanism infertel lacks is named with its line and the way
+/// to feed its targets in, not "unknown field".
+#[test]
+fn unsupported_discovery_is_named_with_the_way_out() {
+    let prom = "scrape_configs:\n  - job_name: c\n    consul_sd_configs: [{server: 'consul:8500'}]\n  - job_name: e\n    ec2_sd_configs: [{region: eu-west-1}]\nremote_write: [{url: 'http://127.0.0.1:9/api/v1/write'}]\n";
+    let r = load_str("prometheus.yml", prom, &|_| None).err().expect("refused");
+    assert_eq!(r.errors.len(), 2, "{:?}", r.errors);
+    assert!(r.errors[0].message.starts_with("consul service discovery is not supported"), "{:?}", r.errors[0]);
+    assert_eq!(r.errors[0].line, Some(3));
+    assert!(r.errors[1].message.contains("file_sd_configs") && r.errors[1].line == Some(5), "{:?}", r.errors[1]);
+    assert!(r.errors.iter().all(|e| !e.message.contains("unknown field")));
+}

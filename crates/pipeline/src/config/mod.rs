@@ -280,6 +280,7 @@ pub fn load_str(origin: &str, text: &str, lookup: &dyn Fn(&str) -> Option<String
             let mut translated = translated;
             let mut errors = Vec::new();
             include_config_files(origin, &expanded, &mut translated, &mut warnings, &mut errors);
+            unsupported_discovery(origin, &expanded, &translated, &mut errors);
             if !errors.is_empty() {
                 return Err(Refused { errors, warnings });
             }
@@ -369,10 +370,43 @@ fn server_sections(
         }
     }
     changed |= include_config_files(origin, text, &mut root, warnings, &mut errors);
+    unsupported_discovery(origin, text, &root, &mut errors);
     if !errors.is_empty() {
         return Err(errors);
     }
     Ok(changed.then_some(root))
+}
+
+/// Discovery mechanisms Prometheus has and infertel does not (`consul`,
+/// `ec2`, `dns`, ...): an error naming the mechanism, its job and line, and
+/// the way to feed those targets in, rather than serde's "unknown field".
+fn unsupported_discovery(origin: &str, text: &str, root: &serde_yaml::Value, errors: &mut Vec<ConfigIssue>) {
+    const SUPPORTED: &[&str] = &["static_configs", "file_sd_configs", "http_sd_configs", "kubernetes_sd_configs"];
+    let Some(receivers) = root.get("receivers").and_then(|r| r.as_mapping()) else { return };
+    for (id, rc) in receivers {
+        let id = id.as_str().unwrap_or("");
+        let Some(jobs) = rc.get("config").and_then(|c| c.get("scrape_configs")).and_then(|j| j.as_sequence()) else {
+            continue;
+        };
+        for (i, job) in jobs.iter().enumerate() {
+            let Some(m) = job.as_mapping() else { continue };
+            for k in m.keys().filter_map(|k| k.as_str()) {
+                if k.ends_with("_sd_configs") && !SUPPORTED.contains(&k) {
+                    let mechanism = k.trim_end_matches("_sd_configs");
+                    let (line, column) = locate(text, "", &format!("{k}:"));
+                    errors.push(ConfigIssue {
+                        origin: origin.into(),
+                        line,
+                        column,
+                        path: format!("receivers.{id}.config.scrape_configs[{i}].{k}"),
+                        message: format!(
+                            "{mechanism} service discovery is not supported: infertel discovers targets with static_configs, file_sd_configs, http_sd_configs and kubernetes_sd_configs; write these targets to a file (file_sd_configs) or serve them as JSON (http_sd_configs)"
+                        ),
+                    });
+                }
+            }
+        }
+    }
 }
 
 /// Reads each prometheus receiver's `scrape_config_files` into its

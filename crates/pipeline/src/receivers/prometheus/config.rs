@@ -146,6 +146,8 @@ pub struct ScrapeConfig {
     pub file_sd_configs: Vec<FileSdConfig>,
     #[serde(default)]
     pub kubernetes_sd_configs: Vec<super::discovery::kubernetes::KubernetesSdConfig>,
+    #[serde(default)]
+    pub http_sd_configs: Vec<HttpSdConfig>,
     pub basic_auth: Option<BasicAuth>,
     pub authorization: Option<Authorization>,
     pub bearer_token: Option<String>,
@@ -233,6 +235,63 @@ pub struct FileSdConfig {
 
 fn default_refresh() -> Duration {
     Duration::from_secs(300)
+}
+
+/// Prometheus' `http_sd_configs` entry: the URL, how often, and the HTTP
+/// client keys a scrape has.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSdConfig {
+    pub url: String,
+    #[serde(default = "default_http_refresh")]
+    pub refresh_interval: Duration,
+    pub basic_auth: Option<BasicAuth>,
+    pub authorization: Option<Authorization>,
+    pub bearer_token: Option<String>,
+    pub bearer_token_file: Option<PathBuf>,
+    #[serde(default)]
+    pub tls_config: TlsConfig,
+    pub proxy_url: Option<String>,
+    #[serde(default)]
+    pub proxy_from_environment: bool,
+    #[serde(default = "yes")]
+    pub follow_redirects: bool,
+    #[serde(default = "yes")]
+    pub enable_http2: bool,
+}
+
+fn default_http_refresh() -> Duration {
+    Duration::from_secs(60)
+}
+
+impl HttpSdConfig {
+    pub fn client_options(&self) -> crate::http::ClientOptions {
+        crate::http::ClientOptions {
+            proxy_url: self.proxy_url.clone(),
+            follow_redirects: self.follow_redirects,
+            enable_http2: self.enable_http2,
+            env_proxy: self.proxy_from_environment,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        let u = url::Url::parse(&self.url).map_err(|e| format!("url {:?}: {e}", self.url))?;
+        if u.scheme() != "http" && u.scheme() != "https" {
+            return Err(format!("url {:?}: scheme must be http or https", self.url));
+        }
+        if self.refresh_interval.get().is_zero() {
+            return Err("refresh_interval must be greater than 0".into());
+        }
+        let auths = [
+            self.basic_auth.is_some(),
+            self.authorization.is_some(),
+            self.bearer_token.is_some() || self.bearer_token_file.is_some(),
+        ];
+        if auths.iter().filter(|a| **a).count() > 1 {
+            return Err("at most one of basic_auth, authorization and bearer_token[_file] may be set".into());
+        }
+        self.tls_config.settings().validate().map_err(|e| format!("tls_config: {e}"))
+    }
 }
 
 #[derive(Debug, Deserialize, Clone, Default)]
@@ -424,6 +483,9 @@ impl ScrapeConfig {
             .map_err(|e| format!("job {job:?}: metric_relabel_configs: {e}"))?;
         for (i, k) in self.kubernetes_sd_configs.iter().enumerate() {
             k.validate().map_err(|e| format!("job {job:?}: kubernetes_sd_configs[{i}]: {e}"))?;
+        }
+        for (i, h) in self.http_sd_configs.iter().enumerate() {
+            h.validate().map_err(|e| format!("job {job:?}: http_sd_configs[{i}]: {e}"))?;
         }
         // As Prometheus: a URL is a valid target when relabel_configs may
         // rewrite it (blackbox-exporter jobs move it to __param_target);

@@ -7,7 +7,7 @@
 //! no longer has is ended with markers by the new receiver, since only it
 //! knows which targets it kept.
 
-use super::scrape::{SeriesCache, report_labels};
+use super::series::{SeriesCache, report_labels};
 use crate::consumer::Consumer;
 use infertel_model::{Batch, Label, Labels, Sample, Series, stale_nan};
 use std::collections::HashMap;

@@ -4,6 +4,8 @@
 //! - `config_files.rs`: `scrape_config_files`, read into `scrape_configs` at load;
 //! - `discovery.rs`: where targets come from (`static_configs`, `file_sd_configs`);
 //! - `target.rs`: how a discovered target becomes labels and a URL (`relabel_configs`);
+//! - `job.rs`: what a job's targets share (settings, auth, interned strings);
+//! - `series.rs`: how a scraped body becomes series (labels, relabeling, limits, cache);
 //! - `scrape.rs`: one target's scrape loop: fetch, parse, label, stale markers, report series;
 //! - `handover.rs`: what a loop a reload replaces leaves to its successor;
 //! - `receiver.rs`: what drives it: one loop per live target, started and stopped as discovery changes.
@@ -12,8 +14,10 @@ pub mod config;
 pub mod config_files;
 pub mod discovery;
 pub mod handover;
+pub mod job;
 pub mod receiver;
 pub mod scrape;
+pub mod series;
 pub mod target;
 
 pub use receiver::PrometheusReceiver;

@@ -8,6 +8,7 @@
 
 use super::config::{GlobalConfig, PrometheusConfig, ScrapeConfig};
 use super::discovery::file::FileSd;
+use super::discovery::http::HttpSd;
 use super::discovery::kubernetes::KubernetesDiscovery;
 use super::discovery::static_groups;
 use super::handover::{self, Handover};
@@ -40,27 +41,12 @@ struct Running {
 
 fn job_settings(receiver: &str, sc: &ScrapeConfig, g: &GlobalConfig) -> Result<JobSettings, String> {
     let limits = sc.limits(g);
-    let auth = if let Some(b) = &sc.basic_auth {
-        ScrapeAuth::Basic {
-            username: b.username.clone(),
-            password: b.password.clone(),
-            password_file: b.password_file.clone(),
-        }
-    } else if let Some(a) = &sc.authorization {
-        ScrapeAuth::Token {
-            scheme: a.kind.clone(),
-            credentials: a.credentials.clone(),
-            credentials_file: a.credentials_file.clone(),
-        }
-    } else if sc.bearer_token.is_some() || sc.bearer_token_file.is_some() {
-        ScrapeAuth::Token {
-            scheme: "Bearer".into(),
-            credentials: sc.bearer_token.clone(),
-            credentials_file: sc.bearer_token_file.clone(),
-        }
-    } else {
-        ScrapeAuth::None
-    };
+    let auth = ScrapeAuth::from_parts(
+        sc.basic_auth.as_ref(),
+        sc.authorization.as_ref(),
+        sc.bearer_token.as_deref(),
+        sc.bearer_token_file.as_deref(),
+    );
     Ok(JobSettings {
         receiver: receiver.to_string(),
         honor_labels: sc.honor_labels,
@@ -172,6 +158,22 @@ async fn run_job(
         }
         file_sds.push(fsd);
     }
+    // http_sd: fetched when due, in this loop.
+    let http_errors = telemetry.counter(
+        "infertel_receiver_discovery_errors_total",
+        "Service-discovery failures (Kubernetes API unreachable, watch errors, bad credentials); known targets are kept.",
+        &[("receiver", &receiver), ("job", &sc.job_name), ("mechanism", "http")],
+    );
+    let mut http_sds: Vec<HttpSd> = Vec::new();
+    for h in &sc.http_sd_configs {
+        match HttpSd::new(h.clone()) {
+            Ok(x) => http_sds.push(x),
+            Err(e) => {
+                http_errors.inc();
+                tracing::error!(receiver = %receiver, job = %sc.job_name, "http_sd {}: {e}", crate::exporters::probe::redact_url(&h.url));
+            }
+        }
+    }
     // Discovery stops with the job, whatever the reason.
     let (disc_stop_tx, disc_stop) = watch::channel(false);
     let k8s: Vec<KubernetesDiscovery> = sc
@@ -197,6 +199,14 @@ async fn run_job(
         let mut groups = static_groups(&sc);
         for d in &k8s {
             groups.extend(d.groups());
+        }
+        for h in &mut http_sds {
+            let (g, err) = h.refresh().await;
+            if let Some(e) = err {
+                http_errors.inc();
+                tracing::warn!(receiver = %receiver, job = %sc.job_name, "{e}");
+            }
+            groups.extend(g);
         }
         for fsd in &mut file_sds {
             let (g, errors) = fsd.refresh();
@@ -277,6 +287,9 @@ async fn run_job(
             super::handover::end_unclaimed(gone, next.as_ref(), super::scrape::now_ms()).await;
         }
         let mut wait = refresh.unwrap_or(Duration::from_secs(u32::MAX as u64));
+        for h in &http_sds {
+            wait = wait.min(h.next_due.saturating_duration_since(tokio::time::Instant::now()));
+        }
         if !claimed {
             wait = wait.min(claim_by.saturating_duration_since(tokio::time::Instant::now()));
         }

@@ -1,0 +1,188 @@
+//! What every target of a scrape job shares: the job's settings (limits,
+//! the Accept header, headers, metric relabeling, external labels), how its
+//! scrapes authenticate, and the strings its label sets intern.
+
+use infertel_model::Label;
+use infertel_relabel::Relabeler;
+use reqwest::header::HeaderValue;
+use rustc_hash::FxHashSet;
+use std::sync::Arc;
+
+/// Text 0.0.4 first: vLLM's OpenMetrics output loses types (NOTES.md §H).
+pub const ACCEPT_HEADER: &str = "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,*/*;q=0.1";
+
+/// How to authenticate scrapes; files are re-read on every scrape so a
+/// rotated secret is picked up.
+#[derive(Debug, Clone, Default)]
+pub enum ScrapeAuth {
+    #[default]
+    None,
+    Basic {
+        username: String,
+        password: Option<String>,
+        password_file: Option<std::path::PathBuf>,
+    },
+    Token {
+        scheme: String,
+        credentials: Option<String>,
+        credentials_file: Option<std::path::PathBuf>,
+    },
+}
+
+impl ScrapeAuth {
+    /// From Prometheus' HTTP client keys (at most one is set; validated).
+    pub fn from_parts(
+        basic: Option<&super::config::BasicAuth>,
+        authorization: Option<&super::config::Authorization>,
+        bearer_token: Option<&str>,
+        bearer_token_file: Option<&std::path::Path>,
+    ) -> ScrapeAuth {
+        if let Some(b) = basic {
+            ScrapeAuth::Basic {
+                username: b.username.clone(),
+                password: b.password.clone(),
+                password_file: b.password_file.clone(),
+            }
+        } else if let Some(a) = authorization {
+            ScrapeAuth::Token {
+                scheme: a.kind.clone(),
+                credentials: a.credentials.clone(),
+                credentials_file: a.credentials_file.clone(),
+            }
+        } else if bearer_token.is_some() || bearer_token_file.is_some() {
+            ScrapeAuth::Token {
+                scheme: "Bearer".into(),
+                credentials: bearer_token.map(str::to_string),
+                credentials_file: bearer_token_file.map(|p| p.to_path_buf()),
+            }
+        } else {
+            ScrapeAuth::None
+        }
+    }
+
+    pub fn header(&self) -> Result<Option<HeaderValue>, String> {
+        let v = match self {
+            ScrapeAuth::None => return Ok(None),
+            ScrapeAuth::Basic { username, password, password_file } => {
+                let pw = match (password, password_file) {
+                    (_, Some(f)) => crate::http::read_secret_file(f, "password_file")?,
+                    (Some(p), None) => p.clone(),
+                    (None, None) => String::new(),
+                };
+                format!("Basic {}", base64_encode(format!("{username}:{pw}").as_bytes()))
+            }
+            ScrapeAuth::Token { scheme, credentials, credentials_file } => {
+                let c = match (credentials, credentials_file) {
+                    (_, Some(f)) => crate::http::read_secret_file(f, "credentials_file")?,
+                    (Some(c), None) => c.clone(),
+                    (None, None) => String::new(),
+                };
+                format!("{scheme} {c}")
+            }
+        };
+        let mut h = HeaderValue::from_str(&v)
+            .map_err(|_| "credentials contain characters not allowed in a header".to_string())?;
+        h.set_sensitive(true);
+        Ok(Some(h))
+    }
+}
+
+/// Standard base64, for basic auth.
+pub fn base64_encode(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for c in data.chunks(3) {
+        let b = [c[0], *c.get(1).unwrap_or(&0), *c.get(2).unwrap_or(&0)];
+        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+        out.push(T[(n >> 18) as usize & 63] as char);
+        out.push(T[(n >> 12) as usize & 63] as char);
+        out.push(if c.len() > 1 { T[(n >> 6) as usize & 63] as char } else { '=' });
+        out.push(if c.len() > 2 { T[n as usize & 63] as char } else { '=' });
+    }
+    out
+}
+
+/// Per-job settings shared by all of the job's targets.
+#[derive(Debug)]
+pub struct JobSettings {
+    pub receiver: String,
+    pub honor_labels: bool,
+    pub honor_timestamps: bool,
+    pub sample_limit: u64,
+    pub label_limit: u64,
+    pub label_name_length_limit: u64,
+    pub label_value_length_limit: u64,
+    pub body_size_limit: u64,
+    /// The Accept header from `scrape_protocols`; `None`: [`ACCEPT_HEADER`].
+    pub accept: Option<String>,
+    /// `enable_compression`: ask for gzip.
+    pub compression: bool,
+    /// `http_headers`: sent with every scrape (files read each time).
+    pub headers: Vec<(String, super::config::HttpHeader)>,
+    /// `fallback_scrape_protocol` is OpenMetrics: a body without a valid
+    /// content type is parsed as OpenMetrics.
+    pub fallback_openmetrics: bool,
+    pub metric_relabel: Relabeler,
+    pub external_labels: Vec<Label>,
+    pub auth: ScrapeAuth,
+    /// Label strings shared by every series of every target of the job.
+    pub interner: Interner,
+    /// Set while the job is over its `target_limit`: every target's scrape
+    /// fails with it, as Prometheus forces the error on every loop of the
+    /// pool (rather than scraping the first N).
+    pub forced_error: std::sync::RwLock<Option<String>>,
+}
+
+/// Interns label names and values, so a string that appears in many series
+/// (`model_name`, a GPU's UUID, `engine`, and in a fleet the same names on
+/// every node) is stored once. Strings nobody uses any more are purged when
+/// the set has doubled since the last purge, so churn does not grow it.
+#[derive(Debug, Default)]
+pub struct Interner {
+    set: std::sync::Mutex<FxHashSet<Arc<str>>>,
+    purge_at: std::sync::atomic::AtomicUsize,
+}
+
+impl Interner {
+    pub fn get(&self, s: &str) -> Arc<str> {
+        let mut set = self.set.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(a) = set.get(s) {
+            return a.clone();
+        }
+        let a: Arc<str> = Arc::from(s);
+        set.insert(a.clone());
+        let limit = self.purge_at.load(std::sync::atomic::Ordering::Relaxed).max(4096);
+        if set.len() > limit {
+            set.retain(|a| Arc::strong_count(a) > 1);
+            self.purge_at.store(set.len() * 2, std::sync::atomic::Ordering::Relaxed);
+        }
+        a
+    }
+
+    pub fn len(&self) -> usize {
+        self.set.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod interner_tests {
+    use super::*;
+
+    #[test]
+    fn interned_strings_are_shared_and_unused_ones_purged() {
+        let i = Interner::default();
+        let a = i.get("model_name");
+        let b = i.get("model_name");
+        assert!(Arc::ptr_eq(&a, &b));
+        // Churn: many values nobody holds on to; the set stays bounded.
+        for n in 0..20_000 {
+            let _ = i.get(&format!("pod-{n}"));
+        }
+        assert!(i.len() <= 8193, "{}", i.len());
+        assert!(Arc::ptr_eq(&a, &i.get("model_name")), "a string still in use survives a purge");
+    }
+}

@@ -1,0 +1,546 @@
+//! How one scrape's body becomes series, with Prometheus 2.42's semantics:
+//! parse, attach target labels (`honor_labels`, `exported_` on clash),
+//! `metric_relabel_configs`, limits, and the per-target series cache that
+//! finds the series that vanished (staleness markers) and reuses finished
+//! label sets, so a steady-state scrape allocates no label strings.
+
+use super::job::JobSettings;
+use super::target::Target;
+use infertel_exposition::Format;
+use infertel_model::{Label, Labels, METRIC_NAME, Metadata, Sample, Series, stale_nan};
+use rustc_hash::FxHashMap;
+use std::time::Instant;
+
+/// Why a scrape failed: the `reason` label of
+/// `infertel_receiver_scrape_errors_total`, and the message logged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScrapeFailure {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+pub(super) fn fail(reason: &'static str, message: impl Into<String>) -> ScrapeFailure {
+    ScrapeFailure { reason, message: message.into() }
+}
+
+struct CacheEntry {
+    /// Finished labels, or None when metric relabeling dropped the series.
+    out: Option<Labels>,
+    /// Another scraped series already has these finished labels (metric
+    /// relabeling made them equal): this one is skipped as a duplicate.
+    shadowed: bool,
+    seen: u64,
+    /// Series with explicit timestamps get no staleness markers.
+    track_staleness: bool,
+}
+
+/// What one scrape produced (before report series).
+#[derive(Debug, Default, PartialEq)]
+pub struct ScrapeStats {
+    pub scraped: u64,
+    pub post_relabel: u64,
+    pub series_added: u64,
+    /// Samples not forwarded because the same series came twice (in the body,
+    /// or after metric relabeling); Prometheus keeps the first too.
+    pub duplicates: u64,
+}
+
+/// The per-target state that outlives a scrape: interned label sets and the
+/// series seen on the last successful scrape.
+#[derive(Default)]
+pub struct SeriesCache {
+    /// Keyed by the 128-bit XXH3 hash of the series as scraped (name, then
+    /// label pairs in body order, with separators no UTF-8 text contains).
+    /// Storing the hash instead of the scraped text keeps an entry small
+    /// (one per active series); two different series would have to collide
+    /// on 128 bits, about 1e-27 at a million series.
+    entries: FxHashMap<u128, CacheEntry>,
+    /// With metric relabeling, which entry owns each finished label set, so
+    /// a collision is found once, when a series first appears, instead of
+    /// hashing every sample's labels on every scrape.
+    owners: FxHashMap<Labels, u128>,
+    /// Reused buffer for building the key.
+    scratch: Vec<u8>,
+    scrape_id: u64,
+    pub(super) last_metadata: Option<Instant>,
+    pub(super) warned_duplicates: bool,
+}
+
+impl SeriesCache {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Stale markers at `ts` for every series of the last scrape; empties
+    /// the cache (a failed scrape or a target that goes away).
+    pub fn stale_all(&mut self, ts: i64) -> Vec<Series> {
+        let prev = self.scrape_id;
+        let out = self
+            .entries
+            .values()
+            .filter(|e| e.seen == prev && e.track_staleness)
+            .filter(|e| !e.shadowed)
+            .filter_map(|e| e.out.clone())
+            .map(|labels| Series { labels, samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }] })
+            .collect();
+        self.entries.clear();
+        self.owners.clear();
+        out
+    }
+}
+
+/// Adds target labels to a sample's labels, as Prometheus 2.42's
+/// `mutateSampleLabels`: with `honor_labels` the scraped value wins;
+/// otherwise the target's wins and the scraped one moves to
+/// `exported_<name>` (more `exported_` prefixes until the name is free).
+pub fn attach_target_labels(mut scraped: Vec<Label>, target: &Labels, honor: bool) -> Vec<Label> {
+    let has = |v: &[Label], n: &str| v.iter().any(|l| &*l.name == n && !l.value.is_empty());
+    if honor {
+        // Presence, not value, as Prometheus' `lset.Has`: a scraped
+        // `instance=""` (Pushgateway writes them) keeps the target's out,
+        // and is then dropped with the other empty labels.
+        for t in target.iter() {
+            if !scraped.iter().any(|l| l.name == t.name) {
+                scraped.push(t.clone());
+            }
+        }
+        scraped.retain(|l| !l.value.is_empty());
+        return scraped;
+    }
+    let exposed: Vec<Label> = scraped.clone();
+    let mut conflicting: Vec<Label> = Vec::new();
+    for t in target.iter() {
+        if let Some(l) = exposed.iter().find(|l| l.name == t.name && !l.value.is_empty()) {
+            conflicting.push(l.clone());
+        }
+        scraped.retain(|l| l.name != t.name);
+        scraped.push(t.clone());
+    }
+    conflicting.sort_by_key(|l| l.name.len());
+    for i in 0..conflicting.len() {
+        let mut name = conflicting[i].name.to_string();
+        loop {
+            name = format!("exported_{name}");
+            let taken = has(&exposed, &name)
+                || target.get(&name).is_some()
+                || conflicting[..i].iter().any(|c| *c.name == *name);
+            if !taken {
+                break;
+            }
+        }
+        conflicting[i].name = name.into();
+    }
+    for c in conflicting {
+        scraped.retain(|l| l.name != c.name);
+        scraped.push(c);
+    }
+    scraped
+}
+
+pub(super) fn report_labels(name: &str, target: &Labels, external: &[Label]) -> Labels {
+    let mut v: Vec<Label> = target.iter().cloned().collect();
+    v.push(Label::new(METRIC_NAME, name));
+    add_external(&mut v, external);
+    Labels::from_vec(v)
+}
+
+fn add_external(v: &mut Vec<Label>, external: &[Label]) {
+    for e in external {
+        if !v.iter().any(|l| l.name == e.name && !l.value.is_empty()) {
+            v.push(e.clone());
+        }
+    }
+}
+
+/// Turns a parsed body into series, updating the cache. On error the cache
+/// is left as before the scrape (the caller then marks everything stale).
+// The scrape's inputs and its two output buffers (reused across scrapes).
+#[allow(clippy::too_many_arguments)]
+pub fn build_series(
+    body: &[u8],
+    content_type: Option<&str>,
+    ts: i64,
+    target: &Target,
+    job: &JobSettings,
+    cache: &mut SeriesCache,
+    out: &mut Vec<Series>,
+    metadata: &mut Vec<Metadata>,
+    want_metadata: bool,
+) -> Result<ScrapeStats, ScrapeFailure> {
+    // A missing or unknown content type: the job's fallback_scrape_protocol.
+    let known = content_type.is_some_and(|c| {
+        let c = c.trim_start().to_ascii_lowercase();
+        c.starts_with("text/plain") || c.starts_with("application/openmetrics-text")
+    });
+    let format =
+        if !known && job.fallback_openmetrics { Format::OpenMetrics } else { Format::from_content_type(content_type) };
+    let exp = infertel_exposition::parse(body, format).map_err(|e| fail("parse", format!("parse error: {e}")))?;
+    let id = cache.scrape_id + 1;
+    let mut stats = ScrapeStats { scraped: exp.samples.len() as u64, ..Default::default() };
+    let mut inserted: Vec<u128> = Vec::new();
+    let mut touched: Vec<u128> = Vec::new();
+    let check_collisions = !job.metric_relabel.is_empty();
+    let start_len = out.len();
+    let result = (|| {
+        for s in &exp.samples {
+            let raw = exp.labels(s);
+            let scratch = &mut cache.scratch;
+            scratch.clear();
+            scratch.extend_from_slice(s.name.as_bytes());
+            for (n, v) in raw {
+                scratch.push(0xff);
+                scratch.extend_from_slice(n.as_bytes());
+                scratch.push(0xfe);
+                scratch.extend_from_slice(v.as_bytes());
+            }
+            let key = xxhash_rust::xxh3::xxh3_128(scratch);
+            let explicit_ts = job.honor_timestamps && s.timestamp_ms.is_some();
+            let sample_ts = if explicit_ts { s.timestamp_ms.unwrap_or(ts) } else { ts };
+            let labels: Option<Labels> = match cache.entries.get_mut(&key) {
+                Some(e) => {
+                    if e.seen == id {
+                        // The same series twice in one body: Prometheus keeps the first.
+                        stats.duplicates += 1;
+                        continue;
+                    }
+                    e.seen = id;
+                    touched.push(key);
+                    if e.shadowed {
+                        stats.duplicates += 1;
+                        continue;
+                    }
+                    e.out.clone()
+                }
+                None => {
+                    let labels = finish_labels(&s.name, raw, target, job)?;
+                    if labels.is_some() {
+                        stats.series_added += 1;
+                    }
+                    let mut shadowed = false;
+                    if check_collisions && let Some(l) = &labels {
+                        match cache.owners.get(l) {
+                            Some(owner) if *owner != key => shadowed = true,
+                            _ => {
+                                cache.owners.insert(l.clone(), key);
+                            }
+                        }
+                    }
+                    cache.entries.insert(
+                        key,
+                        CacheEntry { out: labels.clone(), shadowed, seen: id, track_staleness: !explicit_ts },
+                    );
+                    inserted.push(key);
+                    if shadowed {
+                        stats.duplicates += 1;
+                        continue;
+                    }
+                    labels
+                }
+            };
+            let Some(labels) = labels else { continue };
+            stats.post_relabel += 1;
+            if job.sample_limit > 0 && stats.post_relabel > job.sample_limit {
+                return Err(fail(
+                    "sample_limit",
+                    format!("sample_limit exceeded: more than {} samples", job.sample_limit),
+                ));
+            }
+            out.push(Series { labels, samples: vec![Sample { timestamp_ms: sample_ts, value: s.value }] });
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        // Roll back: nothing from a failed scrape is forwarded, and the cache
+        // is as it was.
+        out.truncate(start_len);
+        for key in inserted {
+            if let Some(CacheEntry { out: Some(l), shadowed: false, .. }) = cache.entries.remove(&key) {
+                cache.owners.remove(&l);
+            }
+        }
+        for key in touched {
+            if let Some(e) = cache.entries.get_mut(&key) {
+                e.seen = id - 1;
+            }
+        }
+        return Err(e);
+    }
+    // Series of the previous scrape that did not come back go stale.
+    let prev = cache.scrape_id;
+    let owners = &mut cache.owners;
+    let mut freed = false;
+    cache.entries.retain(|key, e| {
+        if e.seen == id {
+            return true;
+        }
+        if let Some(l) = &e.out {
+            if e.seen == prev && e.track_staleness && !e.shadowed {
+                out.push(Series { labels: l.clone(), samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }] });
+            }
+            if owners.get(l) == Some(key) {
+                owners.remove(l);
+                freed = true;
+            }
+        }
+        false
+    });
+    if freed {
+        // A series that shadowed the one that went away takes its place
+        // from the next scrape on. (Rare: it needs relabeling that makes two
+        // scraped series equal.)
+        for (key, e) in cache.entries.iter_mut().filter(|(_, e)| e.shadowed) {
+            if let Some(l) = &e.out
+                && !cache.owners.contains_key(l)
+            {
+                cache.owners.insert(l.clone(), *key);
+                e.shadowed = false;
+            }
+        }
+    }
+    cache.scrape_id = id;
+    if want_metadata {
+        for f in &exp.families {
+            metadata.push(Metadata {
+                family: (*f.name).into(),
+                kind: f.kind,
+                help: f.help.as_deref().unwrap_or("").into(),
+                unit: f.unit.as_deref().unwrap_or("").into(),
+            });
+        }
+    }
+    Ok(stats)
+}
+
+fn finish_labels(
+    name: &str,
+    raw: &[(std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>)],
+    target: &Target,
+    job: &JobSettings,
+) -> Result<Option<Labels>, ScrapeFailure> {
+    let mut v: Vec<Label> = Vec::with_capacity(raw.len() + target.labels.len() + 1);
+    v.push(Label { name: job.interner.get(METRIC_NAME), value: job.interner.get(name) });
+    for (n, val) in raw {
+        if n == METRIC_NAME {
+            return Err(fail("invalid_labels", format!("series {name}: label __name__ inside braces")));
+        }
+        if v.iter().any(|l| *l.name == **n) {
+            return Err(fail("invalid_labels", format!("series {name}: label name {n:?} is not unique")));
+        }
+        v.push(Label { name: job.interner.get(n), value: job.interner.get(val) });
+    }
+    let mut v = attach_target_labels(v, &target.labels, job.honor_labels);
+    let labels = Labels::from_vec(std::mem::take(&mut v));
+    let Some(labels) = job.metric_relabel.process(&labels) else { return Ok(None) };
+    if labels.metric_name().is_empty() {
+        return Err(fail("invalid_labels", format!("series {name}: no metric name (__name__) after relabeling")));
+    }
+    // As Prometheus' verifyLabelLimits: `__name__` counts, external labels
+    // (which Prometheus adds at send time) do not.
+    if job.label_limit > 0 && labels.len() as u64 > job.label_limit {
+        return Err(fail(
+            "label_limit",
+            format!("label_limit exceeded: series {labels} has {} labels (limit {})", labels.len(), job.label_limit),
+        ));
+    }
+    let labels = if job.external_labels.is_empty() {
+        labels
+    } else {
+        let mut v: Vec<Label> = labels.iter().cloned().collect();
+        add_external(&mut v, &job.external_labels);
+        Labels::from_vec(v)
+    };
+    for l in labels.iter() {
+        if job.label_name_length_limit > 0 && l.name.len() as u64 > job.label_name_length_limit {
+            return Err(fail("label_limit", format!("label_name_length_limit exceeded: {:?} in {labels}", l.name)));
+        }
+        if job.label_value_length_limit > 0 && l.value.len() as u64 > job.label_value_length_limit {
+            return Err(fail(
+                "label_limit",
+                format!("label_value_length_limit exceeded: label {} of {labels}", l.name),
+            ));
+        }
+    }
+    Ok(Some(labels))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receivers::prometheus::job::{Interner, ScrapeAuth};
+    use infertel_model::is_stale_nan;
+    use infertel_relabel::RelabelConfig;
+    use infertel_relabel::Relabeler;
+    use std::time::Duration;
+
+    fn target() -> Target {
+        let labels = Labels::from_pairs([("job", "j"), ("instance", "h:1")]);
+        Target {
+            all_labels: labels.clone(),
+            labels,
+            url: "http://h:1/metrics".into(),
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_secs(1),
+        }
+    }
+
+    fn job(metric_relabel: &str) -> JobSettings {
+        let rc: Vec<RelabelConfig> =
+            if metric_relabel.is_empty() { vec![] } else { serde_yaml::from_str(metric_relabel).unwrap() };
+        JobSettings {
+            receiver: "prometheus".into(),
+            honor_labels: false,
+            honor_timestamps: true,
+            sample_limit: 0,
+            label_limit: 0,
+            label_name_length_limit: 0,
+            label_value_length_limit: 0,
+            body_size_limit: 0,
+            accept: None,
+            compression: true,
+            headers: Vec::new(),
+            fallback_openmetrics: false,
+            forced_error: Default::default(),
+            metric_relabel: Relabeler::new(&rc).unwrap(),
+            external_labels: vec![],
+            auth: ScrapeAuth::None,
+            interner: Interner::default(),
+        }
+    }
+
+    fn scrape(
+        body: &str,
+        ts: i64,
+        job: &JobSettings,
+        cache: &mut SeriesCache,
+    ) -> Result<(Vec<Series>, ScrapeStats), ScrapeFailure> {
+        let mut out = Vec::new();
+        let mut md = Vec::new();
+        build_series(body.as_bytes(), None, ts, &target(), job, cache, &mut out, &mut md, false).map(|s| (out, s))
+    }
+
+    fn names(v: &[Series]) -> Vec<String> {
+        v.iter().map(|s| s.labels.to_string()).collect()
+    }
+
+    #[test]
+    fn vanished_series_get_one_stale_marker() {
+        let (j, mut c) = (job(""), SeriesCache::default());
+        let (out, st) = scrape("a 1\nb 2\n", 1000, &j, &mut c).unwrap();
+        assert_eq!(out.len(), 2);
+        assert_eq!(st.series_added, 2);
+        let (out, st) = scrape("a 1\n", 2000, &j, &mut c).unwrap();
+        assert_eq!(st.series_added, 0);
+        let stale: Vec<_> = out.iter().filter(|s| is_stale_nan(s.samples[0].value)).collect();
+        assert_eq!(stale.len(), 1);
+        assert_eq!(stale[0].labels.metric_name(), "b");
+        assert_eq!(stale[0].samples[0].timestamp_ms, 2000);
+        // Only once.
+        let (out, _) = scrape("a 1\n", 3000, &j, &mut c).unwrap();
+        assert!(!out.iter().any(|s| is_stale_nan(s.samples[0].value)));
+    }
+
+    #[test]
+    fn a_failed_scrape_forwards_nothing_and_marks_everything_stale() {
+        let (j, mut c) = (job(""), SeriesCache::default());
+        scrape("a 1\nb 2\n", 1000, &j, &mut c).unwrap();
+        let e = scrape("a 1\nb{ 2\n", 2000, &j, &mut c).unwrap_err();
+        assert_eq!(e.reason, "parse");
+        let stale = c.stale_all(2000);
+        assert_eq!(stale.len(), 2, "the failed scrape left the cache as it was");
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn duplicates_keep_the_first_and_are_counted() {
+        let (j, mut c) = (job(""), SeriesCache::default());
+        let (out, st) = scrape("a{x=\"1\"} 1\na{x=\"1\"} 2\n", 1000, &j, &mut c).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].samples[0].value, 1.0);
+        assert_eq!(st.duplicates, 1);
+        // Two series that metric relabeling makes identical: the first wins,
+        // every scrape, and the other takes over once the first is gone.
+        let j = job("- {regex: x, action: labeldrop}");
+        let mut c = SeriesCache::default();
+        for ts in [1000, 2000] {
+            let (out, st) = scrape("a{x=\"1\"} 1\na{x=\"2\"} 2\n", ts, &j, &mut c).unwrap();
+            assert_eq!(out.len(), 1);
+            assert_eq!(out[0].samples[0].value, 1.0);
+            assert_eq!(st.duplicates, 1);
+        }
+        let (out, _) = scrape("a{x=\"2\"} 2\n", 3000, &j, &mut c).unwrap();
+        assert!(out.iter().all(|s| is_stale_nan(s.samples[0].value)), "the gone owner is marked stale");
+        let (out, st) = scrape("a{x=\"2\"} 2\n", 4000, &j, &mut c).unwrap();
+        assert_eq!((out.len(), out[0].samples[0].value, st.duplicates), (1, 2.0, 0));
+    }
+
+    #[test]
+    fn explicit_timestamps_are_honoured_and_get_no_stale_marker() {
+        let (j, mut c) = (job(""), SeriesCache::default());
+        let (out, _) = scrape("a 1 12345\n", 1000, &j, &mut c).unwrap();
+        assert_eq!(out[0].samples[0].timestamp_ms, 12345);
+        let (out, _) = scrape("", 2000, &j, &mut c).unwrap();
+        assert!(out.is_empty(), "no stale marker for a series with its own timestamp");
+        let mut j = job("");
+        j.honor_timestamps = false;
+        let (out, _) = scrape("a 1 12345\n", 1000, &j, &mut SeriesCache::default()).unwrap();
+        assert_eq!(out[0].samples[0].timestamp_ms, 1000);
+    }
+
+    #[test]
+    fn limits_fail_the_scrape() {
+        let mut j = job("");
+        j.sample_limit = 1;
+        assert_eq!(scrape("a 1\nb 1\n", 1, &j, &mut SeriesCache::default()).unwrap_err().reason, "sample_limit");
+        let mut j = job("");
+        j.label_limit = 3;
+        assert_eq!(
+            scrape("a{x=\"1\"} 1\n", 1, &j, &mut SeriesCache::default()).unwrap_err().reason,
+            "label_limit",
+            "__name__ + x + job + instance = 4 labels (Prometheus counts __name__)"
+        );
+        // External labels are added at send time in Prometheus: not counted.
+        let mut j = job("");
+        j.label_limit = 4;
+        j.external_labels = vec![Label::new("cluster", "c"), Label::new("region", "r")];
+        assert!(scrape("a{x=\"1\"} 1\n", 1, &j, &mut SeriesCache::default()).is_ok(), "4 labels, limit 4");
+        let mut j = job("");
+        j.label_value_length_limit = 3;
+        assert_eq!(scrape("a{x=\"long\"} 1\n", 1, &j, &mut SeriesCache::default()).unwrap_err().reason, "label_limit");
+    }
+
+    #[test]
+    fn target_labels_win_and_scraped_ones_are_exported() {
+        let (j, mut c) = (job(""), SeriesCache::default());
+        let (out, _) = scrape("a{job=\"orig\",exported_job=\"x\"} 1\n", 1, &j, &mut c).unwrap();
+        assert_eq!(names(&out), [r#"a{exported_exported_job="orig",exported_job="x",instance="h:1",job="j"}"#]);
+        let mut j = job("");
+        j.honor_labels = true;
+        let (out, _) = scrape("a{job=\"orig\"} 1\n", 1, &j, &mut SeriesCache::default()).unwrap();
+        assert_eq!(names(&out), [r#"a{instance="h:1",job="orig"}"#]);
+        // A scraped empty label is "present" for honor_labels: the
+        // target's is not attached, and the empty one is dropped.
+        let (out, _) = scrape("a{instance=\"\"} 1\n", 1, &j, &mut SeriesCache::default()).unwrap();
+        assert_eq!(names(&out), [r#"a{job="j"}"#]);
+    }
+
+    #[test]
+    fn metric_relabel_removing_the_name_fails_the_scrape() {
+        let j = job("- {regex: __name__, action: labeldrop}");
+        assert_eq!(scrape("a 1\n", 1, &j, &mut SeriesCache::default()).unwrap_err().reason, "invalid_labels");
+    }
+
+    #[test]
+    fn label_sets_are_interned_across_scrapes() {
+        let (j, mut c) = (job(""), SeriesCache::default());
+        let (a, _) = scrape("a{x=\"1\"} 1\n", 1, &j, &mut c).unwrap();
+        let (b, _) = scrape("a{x=\"1\"} 2\n", 2, &j, &mut c).unwrap();
+        assert!(
+            std::ptr::eq(a[0].labels.as_slice(), b[0].labels.as_slice()),
+            "the second scrape reuses the first's Labels"
+        );
+    }
+}

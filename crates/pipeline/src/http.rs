@@ -31,6 +31,42 @@ pub struct TlsSettings {
     pub key_file: Option<PathBuf>,
     pub server_name: Option<String>,
     pub insecure_skip_verify: bool,
+    /// Prometheus' `min_version`/`max_version` (`TLS10` ... `TLS13`);
+    /// rustls offers 1.2 and 1.3, so a bound below 1.2 only matters as a
+    /// maximum, which cannot be met (an error).
+    pub min_version: Option<String>,
+    pub max_version: Option<String>,
+}
+
+/// The protocol versions `min`..=`max` allow, of the two rustls speaks.
+fn protocol_versions(
+    min: Option<&str>,
+    max: Option<&str>,
+) -> Result<Vec<&'static rustls::SupportedProtocolVersion>, String> {
+    let rank = |v: &str, key: &str| match v {
+        "TLS10" => Ok(10),
+        "TLS11" => Ok(11),
+        "TLS12" => Ok(12),
+        "TLS13" => Ok(13),
+        other => Err(format!("{key}: {other:?} is not a TLS version (TLS10, TLS11, TLS12 or TLS13)")),
+    };
+    let lo = min.map(|v| rank(v, "min_version")).transpose()?.unwrap_or(12);
+    let hi = max.map(|v| rank(v, "max_version")).transpose()?.unwrap_or(13);
+    let mut out = Vec::new();
+    if lo <= 12 && hi >= 12 {
+        out.push(&rustls::version::TLS12);
+    }
+    if lo <= 13 && hi >= 13 {
+        out.push(&rustls::version::TLS13);
+    }
+    if out.is_empty() {
+        return Err(format!(
+            "min_version {} / max_version {}: no protocol left (infertel speaks TLS 1.2 and 1.3)",
+            min.unwrap_or("unset"),
+            max.unwrap_or("unset")
+        ));
+    }
+    Ok(out)
 }
 
 fn read_certs(path: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
@@ -59,8 +95,9 @@ impl TlsSettings {
     fn client_config(&self) -> Result<rustls::ClientConfig, String> {
         ensure_crypto_provider();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let versions = protocol_versions(self.min_version.as_deref(), self.max_version.as_deref())?;
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
+            .with_protocol_versions(&versions)
             .map_err(|e| format!("TLS setup: {e}"))?;
         let verifier: Arc<dyn ServerCertVerifier> = if self.insecure_skip_verify {
             Arc::new(NoVerify(provider.clone()))

@@ -139,6 +139,8 @@ impl ExporterTls {
             key_file: self.key_file.clone(),
             server_name: self.server_name_override.clone(),
             insecure_skip_verify: self.insecure_skip_verify,
+            min_version: None,
+            max_version: None,
         }
     }
 }

@@ -324,8 +324,9 @@ pub struct TlsConfig {
     pub server_name: Option<String>,
     #[serde(default)]
     pub insecure_skip_verify: bool,
-    /// Accepted for paste compatibility; rustls negotiates TLS 1.2+.
+    /// `TLS12` or `TLS13` (lower bounds are met by TLS 1.2+).
     pub min_version: Option<String>,
+    pub max_version: Option<String>,
 }
 
 impl TlsConfig {
@@ -336,6 +337,8 @@ impl TlsConfig {
             key_file: self.key_file.clone(),
             server_name: self.server_name.clone(),
             insecure_skip_verify: self.insecure_skip_verify,
+            min_version: self.min_version.clone(),
+            max_version: self.max_version.clone(),
         }
     }
 }

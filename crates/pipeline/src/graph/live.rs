@@ -112,6 +112,24 @@ async fn bounded(
     }
 }
 
+/// Waits for `task` until `deadline` or `cancel`; a task that did not end
+/// is aborted (`false`), so nothing of a replaced component runs on.
+async fn join_within(task: JoinHandle<()>, deadline: Instant, cancel: &mut watch::Receiver<bool>) -> bool {
+    let abort = task.abort_handle();
+    let done = bounded(
+        async {
+            let _ = task.await;
+        },
+        deadline,
+        cancel,
+    )
+    .await;
+    if !done {
+        abort.abort();
+    }
+    done
+}
+
 /// Resolves once `cancel` is true (never when its sender is gone).
 async fn cancelled(cancel: &mut watch::Receiver<bool>) {
     while !*cancel.borrow_and_update() {
@@ -284,20 +302,10 @@ impl Live {
             // the in-memory backlog ahead of anything newer.
             let prev = old_exporters.swap_remove(i);
             old.hand_over();
-            if let Some(t) = prev.task {
-                let abort = t.abort_handle();
-                if !bounded(
-                    async {
-                        let _ = t.await;
-                    },
-                    deadline,
-                    &mut cancel,
-                )
-                .await
-                {
-                    tracing::warn!(exporter = %slot.id, "reload: the replaced exporter's request in flight did not end in time: cut off");
-                    abort.abort();
-                }
+            if let Some(t) = prev.task
+                && !join_within(t, deadline, &mut cancel).await
+            {
+                tracing::warn!(exporter = %slot.id, "reload: the replaced exporter's request in flight did not end in time: cut off");
             }
             if let Some(p) = prev.prober {
                 p.abort();
@@ -363,18 +371,8 @@ impl Live {
                 tracing::info!(receiver = %o.id, "reload: receiver removed: its targets' series end (staleness markers)");
             }
             let _ = o.stop.send(if replaced { Stop::Handover } else { Stop::TargetGone });
-            let abort = o.task.abort_handle();
-            if !bounded(
-                async {
-                    let _ = o.task.await;
-                },
-                deadline,
-                &mut cancel,
-            )
-            .await
-            {
+            if !join_within(o.task, deadline, &mut cancel).await {
                 tracing::warn!(receiver = %o.id, "reload: the receiver's scrapes in flight did not end in time: cut off");
-                abort.abort();
             }
         }
         for r in to_start {
@@ -399,18 +397,7 @@ impl Live {
             sum.removed += 1;
             let _ = p.stop.send(true);
             if let Some(t) = p.task {
-                let abort = t.abort_handle();
-                if !bounded(
-                    async {
-                        let _ = t.await;
-                    },
-                    deadline,
-                    &mut cancel,
-                )
-                .await
-                {
-                    abort.abort();
-                }
+                join_within(t, deadline, &mut cancel).await;
             }
         }
         for (old, id) in sweep {
@@ -548,20 +535,10 @@ async fn drain_exporter(e: LiveExporter, deadline: Instant, cancel: &mut watch::
     if let Some(p) = e.prober {
         p.abort();
     }
-    if let Some(t) = e.task {
-        let abort = t.abort_handle();
-        if !bounded(
-            async {
-                let _ = t.await;
-            },
-            deadline,
-            cancel,
-        )
-        .await
-        {
-            abort.abort();
-            x.abandon();
-        }
+    if let Some(t) = e.task
+        && !join_within(t, deadline, cancel).await
+    {
+        x.abandon();
     }
     x.close();
 }

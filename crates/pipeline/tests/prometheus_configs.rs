@@ -316,3 +316,17 @@ fn unsupported_discovery_is_named_with_the_way_out() {
     assert!(r.errors[1].message.contains("file_sd_configs") && r.errors[1].line == Some(5), "{:?}", r.errors[1]);
     assert!(r.errors.iter().all(|e| !e.message.contains("unknown field")));
 }
+
+/// YAML anchors and merge keys (`<<: *defaults`), as Prometheus configs use
+/// them for shared job settings, resolve as in Prometheus' YAML library.
+#[test]
+fn yaml_merge_keys_resolve() {
+    let prom = "scrape_configs:\n  - &defaults\n    job_name: a\n    scrape_interval: 5s\n    metrics_path: /stats\n    honor_labels: true\n    static_configs: [{targets: ['h:1']}]\n  - <<: *defaults\n    job_name: b\n    metrics_path: /other\n    static_configs: [{targets: ['h:2']}]\nremote_write: [{url: 'http://127.0.0.1:9/api/v1/write'}]\n";
+    let loaded = load_str("prometheus.yml", prom, &|_| None).unwrap_or_else(|r| panic!("{:?}", r.errors));
+    let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1;
+    let b = &p.config.scrape_configs[1];
+    assert_eq!(b.job_name, "b");
+    assert_eq!(b.metrics_path, "/other", "an explicit key wins over the merged one");
+    assert!(b.honor_labels, "merged from the anchor");
+    assert_eq!(b.interval(&p.config.global), std::time::Duration::from_secs(5));
+}

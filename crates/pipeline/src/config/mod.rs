@@ -258,9 +258,23 @@ pub struct Refused {
 
 /// Parses, expands and validates a config; `origin` names the file in messages.
 pub fn load_str(origin: &str, text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, Refused> {
-    let (expanded, mut warnings) = env::expand(origin, text, lookup);
+    let (expanded, warnings) = env::expand(origin, text, lookup);
+    load_expanded(origin, &expanded, warnings, lookup)
+}
+
+/// [`load_str`] after environment expansion.
+fn load_expanded(
+    origin: &str,
+    expanded: &str,
+    mut warnings: Vec<ConfigIssue>,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Loaded, Refused> {
+    let expanded = expanded.to_string();
     // The secrets it holds are hidden from every log line and /metrics.
-    if let Ok(v) = serde_yaml::from_str::<serde_yaml::Value>(&expanded) {
+    if let Ok(mut v) = serde_yaml::from_str::<serde_yaml::Value>(&expanded) {
+        // YAML merge keys (`<<: *defaults`), as Prometheus' and the
+        // Collector's YAML libraries resolve them.
+        let merged = has_merge_keys(&expanded) && v.apply_merge().is_ok();
         crate::secrets::register_config(&v);
         // A Prometheus server's file (prometheus.yml): run as Prometheus
         // agent mode runs it.
@@ -296,6 +310,11 @@ pub fn load_str(origin: &str, text: &str, lookup: &dyn Fn(&str) -> Option<String
                 Err(Refused { errors: v.errors, warnings })
             };
         }
+        if merged {
+            // Loaded from the merged tree (serde's errors then carry no line).
+            let text = serde_yaml::to_string(&v).unwrap_or_default();
+            return load_expanded(origin, &text, warnings, lookup);
+        }
     }
     let stripped = match server_sections(origin, &expanded, &mut warnings) {
         Ok(s) => s,
@@ -313,6 +332,13 @@ pub fn load_str(origin: &str, text: &str, lookup: &dyn Fn(&str) -> Option<String
     let v = validate(origin, &expanded, &config);
     warnings.extend(v.warnings);
     if v.errors.is_empty() { Ok(Loaded { config, warnings }) } else { Err(Refused { errors: v.errors, warnings }) }
+}
+
+fn has_merge_keys(text: &str) -> bool {
+    text.lines().any(|l| {
+        let t = l.trim_start().trim_start_matches("- ");
+        t.starts_with("<<:") || t.starts_with("\"<<\":")
+    })
 }
 
 /// Sections of a Prometheus server's configuration that a `prometheus`

@@ -10,7 +10,7 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use infertel_model::Labels;
 use infertel_pipeline::exporters::prometheusremotewrite::request_builder::RequestBuilder;
-use infertel_pipeline::receivers::prometheus::scrape::{JobSettings, ScrapeAuth, SeriesCache, build_series};
+use infertel_pipeline::receivers::prometheus::scrape::{JobSettings, SeriesCache, build_series};
 use infertel_pipeline::receivers::prometheus::target::Target;
 use infertel_relabel::Relabeler;
 use std::hint::black_box;
@@ -34,25 +34,7 @@ fn job() -> JobSettings {
 }
 
 fn job_with(metric_relabel: Relabeler) -> JobSettings {
-    JobSettings {
-        receiver: "prometheus".into(),
-        honor_labels: false,
-        honor_timestamps: true,
-        sample_limit: 0,
-        label_limit: 0,
-        label_name_length_limit: 0,
-        label_value_length_limit: 0,
-        body_size_limit: 0,
-        accept: None,
-        compression: true,
-        headers: Vec::new(),
-        fallback_openmetrics: false,
-        metric_relabel,
-        external_labels: vec![],
-        auth: ScrapeAuth::None,
-        interner: Default::default(),
-        forced_error: Default::default(),
-    }
+    JobSettings { metric_relabel, ..JobSettings::new("prometheus") }
 }
 
 fn bench(c: &mut Criterion) {

@@ -12,10 +12,9 @@ use infertel_model::Batch;
 use infertel_model::Labels;
 use infertel_pipeline::exporters::prometheusremotewrite::request_builder::RequestBuilder;
 use infertel_pipeline::processors::inference::{InferenceConfig, InferenceProcessor};
-use infertel_pipeline::receivers::prometheus::scrape::{JobSettings, ScrapeAuth, SeriesCache, build_series};
+use infertel_pipeline::receivers::prometheus::scrape::{JobSettings, SeriesCache, build_series};
 use infertel_pipeline::receivers::prometheus::target::Target;
 use infertel_pipeline::{BoxFuture, Consumer, Telemetry};
-use infertel_relabel::Relabeler;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,25 +43,7 @@ fn main() {
         interval: Duration::from_secs(1),
         timeout: Duration::from_secs(1),
     };
-    let j = JobSettings {
-        receiver: "prometheus".into(),
-        honor_labels: false,
-        honor_timestamps: true,
-        sample_limit: 0,
-        label_limit: 0,
-        label_name_length_limit: 0,
-        label_value_length_limit: 0,
-        body_size_limit: 0,
-        accept: None,
-        compression: true,
-        headers: Vec::new(),
-        fallback_openmetrics: false,
-        metric_relabel: Relabeler::default(),
-        external_labels: vec![],
-        auth: ScrapeAuth::None,
-        interner: Default::default(),
-        forced_error: Default::default(),
-    };
+    let j = JobSettings::new("prometheus");
     let target_count: usize = args
         .iter()
         .position(|a| a == "--targets")

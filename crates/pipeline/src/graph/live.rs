@@ -186,6 +186,14 @@ fn start_processor(key: Key, consumer: Arc<dyn Consumer>, output: Arc<Relay>, ki
     LiveProcessor { key, consumer, output, kind, stop, task }
 }
 
+/// Starts a newly built receiver (`None` for a kept one: it runs already).
+fn start_receiver(r: super::ReceiverSlot, telemetry: &Telemetry) -> Option<LiveReceiver> {
+    let rec = r.receiver?;
+    let (stop, rx) = watch::channel(Stop::Running);
+    let task = tokio::spawn(rec.run(r.output.clone(), telemetry.clone(), rx));
+    Some(LiveReceiver { id: r.id, key: r.key, output: r.output, backpressure: r.backpressure, stop, task })
+}
+
 fn serve_health(l: tokio::net::TcpListener, readiness: Arc<Readiness>) -> JoinHandle<()> {
     tracing::info!(
         "health_check: /healthz and /readyz at http://{}",
@@ -207,17 +215,7 @@ impl Service {
             self.processors.into_iter().map(|p| start_processor(p.key, p.consumer, p.output, p.task)).collect();
         let mut receivers = Vec::new();
         for r in self.receivers {
-            let Some(rec) = r.receiver else { continue };
-            let (stop, rx) = watch::channel(Stop::Running);
-            let task = tokio::spawn(rec.run(r.output.clone(), self.telemetry.clone(), rx));
-            receivers.push(LiveReceiver {
-                id: r.id,
-                key: r.key,
-                output: r.output,
-                backpressure: r.backpressure,
-                stop,
-                task,
-            });
+            receivers.extend(start_receiver(r, &self.telemetry));
         }
         self.readiness.receivers_started.store(true, Ordering::Relaxed);
         Live {
@@ -376,20 +374,10 @@ impl Live {
             }
         }
         for r in to_start {
-            let Some(rec) = r.receiver else { continue };
-            if !old_ids.contains(&r.id) {
+            if r.receiver.is_some() && !old_ids.contains(&r.id) {
                 sum.added += 1;
             }
-            let (stop, rx) = watch::channel(Stop::Running);
-            let task = tokio::spawn(rec.run(r.output.clone(), self.telemetry.clone(), rx));
-            receivers.push(LiveReceiver {
-                id: r.id,
-                key: r.key,
-                output: r.output,
-                backpressure: r.backpressure,
-                stop,
-                task,
-            });
+            receivers.extend(start_receiver(r, &self.telemetry));
         }
         // Processors no pipeline has any more: they flush into what they
         // led to (a replaced exporter forwards to its successor).

@@ -133,6 +133,33 @@ pub struct JobSettings {
     pub forced_error: std::sync::RwLock<Option<String>>,
 }
 
+impl JobSettings {
+    /// A job of `receiver` with Prometheus' defaults (no limits, honoured
+    /// timestamps, no relabeling, no auth); the receiver sets the rest from
+    /// the job's config.
+    pub fn new(receiver: &str) -> JobSettings {
+        JobSettings {
+            receiver: receiver.to_string(),
+            honor_labels: false,
+            honor_timestamps: true,
+            sample_limit: 0,
+            label_limit: 0,
+            label_name_length_limit: 0,
+            label_value_length_limit: 0,
+            body_size_limit: 0,
+            accept: None,
+            compression: true,
+            headers: Vec::new(),
+            fallback_openmetrics: false,
+            metric_relabel: Relabeler::default(),
+            external_labels: Vec::new(),
+            auth: ScrapeAuth::None,
+            interner: Interner::default(),
+            forced_error: Default::default(),
+        }
+    }
+}
+
 /// Interns label names and values, so a string that appears in many series
 /// (`model_name`, a GPU's UUID, `engine`, and in a fleet the same names on
 /// every node) is stored once. Strings nobody uses any more are purged when

@@ -370,7 +370,6 @@ fn finish_labels(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::receivers::prometheus::job::{Interner, ScrapeAuth};
     use infertel_model::is_stale_nan;
     use infertel_relabel::RelabelConfig;
     use infertel_relabel::Relabeler;
@@ -390,25 +389,7 @@ mod tests {
     fn job(metric_relabel: &str) -> JobSettings {
         let rc: Vec<RelabelConfig> =
             if metric_relabel.is_empty() { vec![] } else { serde_yaml::from_str(metric_relabel).unwrap() };
-        JobSettings {
-            receiver: "prometheus".into(),
-            honor_labels: false,
-            honor_timestamps: true,
-            sample_limit: 0,
-            label_limit: 0,
-            label_name_length_limit: 0,
-            label_value_length_limit: 0,
-            body_size_limit: 0,
-            accept: None,
-            compression: true,
-            headers: Vec::new(),
-            fallback_openmetrics: false,
-            forced_error: Default::default(),
-            metric_relabel: Relabeler::new(&rc).unwrap(),
-            external_labels: vec![],
-            auth: ScrapeAuth::None,
-            interner: Interner::default(),
-        }
+        JobSettings { metric_relabel: Relabeler::new(&rc).unwrap(), ..JobSettings::new("prometheus") }
     }
 
     fn scrape(

@@ -404,10 +404,11 @@ fn server_sections(
 }
 
 /// Discovery mechanisms Prometheus has and infertel does not (`consul`,
-/// `ec2`, `dns`, ...): an error naming the mechanism, its job and line, and
+/// `ec2`, `azure`, ...): an error naming the mechanism, its job and line, and
 /// the way to feed those targets in, rather than serde's "unknown field".
 fn unsupported_discovery(origin: &str, text: &str, root: &serde_yaml::Value, errors: &mut Vec<ConfigIssue>) {
-    const SUPPORTED: &[&str] = &["static_configs", "file_sd_configs", "http_sd_configs", "kubernetes_sd_configs"];
+    const SUPPORTED: &[&str] =
+        &["static_configs", "file_sd_configs", "http_sd_configs", "dns_sd_configs", "kubernetes_sd_configs"];
     let Some(receivers) = root.get("receivers").and_then(|r| r.as_mapping()) else { return };
     for (id, rc) in receivers {
         let id = id.as_str().unwrap_or("");
@@ -426,7 +427,7 @@ fn unsupported_discovery(origin: &str, text: &str, root: &serde_yaml::Value, err
                         column,
                         path: format!("receivers.{id}.config.scrape_configs[{i}].{k}"),
                         message: format!(
-                            "{mechanism} service discovery is not supported: infertel discovers targets with static_configs, file_sd_configs, http_sd_configs and kubernetes_sd_configs; write these targets to a file (file_sd_configs) or serve them as JSON (http_sd_configs)"
+                            "{mechanism} service discovery is not supported: infertel discovers targets with static_configs, file_sd_configs, http_sd_configs, dns_sd_configs and kubernetes_sd_configs; write these targets to a file (file_sd_configs) or serve them as JSON (http_sd_configs)"
                         ),
                     });
                 }

@@ -148,6 +148,8 @@ pub struct ScrapeConfig {
     pub kubernetes_sd_configs: Vec<super::discovery::kubernetes::KubernetesSdConfig>,
     #[serde(default)]
     pub http_sd_configs: Vec<HttpSdConfig>,
+    #[serde(default)]
+    pub dns_sd_configs: Vec<super::discovery::dns::DnsSdConfig>,
     pub basic_auth: Option<BasicAuth>,
     pub authorization: Option<Authorization>,
     pub bearer_token: Option<String>,
@@ -489,6 +491,9 @@ impl ScrapeConfig {
         }
         for (i, h) in self.http_sd_configs.iter().enumerate() {
             h.validate().map_err(|e| format!("job {job:?}: http_sd_configs[{i}]: {e}"))?;
+        }
+        for (i, d) in self.dns_sd_configs.iter().enumerate() {
+            d.validate().map_err(|e| format!("job {job:?}: dns_sd_configs[{i}]: {e}"))?;
         }
         // As Prometheus: a URL is a valid target when relabel_configs may
         // rewrite it (blackbox-exporter jobs move it to __param_target);

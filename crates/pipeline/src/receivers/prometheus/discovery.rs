@@ -1,9 +1,11 @@
 //! Where targets come from: `static_configs`, `file_sd_configs` (JSON or
 //! YAML lists of `{targets, labels}`; the last path component may be a
 //! `*`/`?` glob, as in Prometheus; watched, in `discovery/file.rs`),
-//! `http_sd_configs` (polled, in `discovery/http.rs`), and
-//! `kubernetes_sd_configs` (watched, in `discovery/kubernetes.rs`).
+//! `http_sd_configs` (polled, in `discovery/http.rs`), `dns_sd_configs`
+//! (polled, in `discovery/dns.rs`) and `kubernetes_sd_configs` (watched, in
+//! `discovery/kubernetes.rs`).
 
+pub mod dns;
 pub mod file;
 pub mod http;
 pub mod kubernetes;

@@ -7,6 +7,7 @@
 //! targets it no longer has.
 
 use super::config::{GlobalConfig, PrometheusConfig, ScrapeConfig};
+use super::discovery::dns::DnsSd;
 use super::discovery::file::FileSd;
 use super::discovery::http::HttpSd;
 use super::discovery::kubernetes::KubernetesDiscovery;
@@ -174,6 +175,22 @@ async fn run_job(
             }
         }
     }
+    // dns_sd: looked up when due, in this loop.
+    let dns_errors = telemetry.counter(
+        "infertel_receiver_discovery_errors_total",
+        "Service-discovery failures (Kubernetes API unreachable, watch errors, bad credentials); known targets are kept.",
+        &[("receiver", &receiver), ("job", &sc.job_name), ("mechanism", "dns")],
+    );
+    let mut dns_sds: Vec<DnsSd> = Vec::new();
+    for d in &sc.dns_sd_configs {
+        match DnsSd::new(d.clone()) {
+            Ok(x) => dns_sds.push(x),
+            Err(e) => {
+                dns_errors.inc();
+                tracing::error!(receiver = %receiver, job = %sc.job_name, "dns_sd {:?}: {e}", d.names);
+            }
+        }
+    }
     // Discovery stops with the job, whatever the reason.
     let (disc_stop_tx, disc_stop) = watch::channel(false);
     let k8s: Vec<KubernetesDiscovery> = sc
@@ -204,6 +221,14 @@ async fn run_job(
             let (g, err) = h.refresh().await;
             if let Some(e) = err {
                 http_errors.inc();
+                tracing::warn!(receiver = %receiver, job = %sc.job_name, "{e}");
+            }
+            groups.extend(g);
+        }
+        for d in &mut dns_sds {
+            let (g, errors) = d.refresh().await;
+            for e in errors {
+                dns_errors.inc();
                 tracing::warn!(receiver = %receiver, job = %sc.job_name, "{e}");
             }
             groups.extend(g);
@@ -287,8 +312,8 @@ async fn run_job(
             super::handover::end_unclaimed(gone, next.as_ref(), super::scrape::now_ms()).await;
         }
         let mut wait = refresh.unwrap_or(Duration::from_secs(u32::MAX as u64));
-        for h in &http_sds {
-            wait = wait.min(h.next_due.saturating_duration_since(tokio::time::Instant::now()));
+        for due in http_sds.iter().map(|h| h.next_due).chain(dns_sds.iter().map(|d| d.next_due)) {
+            wait = wait.min(due.saturating_duration_since(tokio::time::Instant::now()));
         }
         if !claimed {
             wait = wait.min(claim_by.saturating_duration_since(tokio::time::Instant::now()));

@@ -20,7 +20,8 @@ use support::*;
 #[derive(Default)]
 struct State {
     rv: u64,
-    pods: BTreeMap<(String, String), Value>,
+    /// (resource, namespace, name) → object
+    objects: BTreeMap<(String, String, String), Value>,
     /// (resourceVersion, type, object)
     events: Vec<(u64, &'static str, Value)>,
     /// Watches from a resourceVersion below this get `410 Gone`.
@@ -32,7 +33,8 @@ struct State {
     gone_answers: u64,
 }
 
-/// A stub API server: pods LIST and WATCH, field and label selectors.
+/// A stub API server: LIST and WATCH of pods, nodes, services, endpoints,
+/// endpointslices and ingresses, field and label selectors.
 struct StubApi {
     addr: SocketAddr,
     state: Arc<Mutex<State>>,
@@ -93,37 +95,39 @@ impl StubApi {
         StubApi { addr, state, wake, _rt: rt }
     }
 
-    fn record(&self, kind: &'static str, mut pod: Value) {
+    fn record(&self, kind: &'static str, mut obj: Value) {
         let mut s = self.state.lock().unwrap();
         s.rv += 1;
         let rv = s.rv;
-        pod["metadata"]["resourceVersion"] = json!(rv.to_string());
-        let key = (
-            pod["metadata"]["namespace"].as_str().unwrap().to_string(),
-            pod["metadata"]["name"].as_str().unwrap().to_string(),
-        );
+        obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let key = key_of(&obj);
         if kind == "DELETED" {
-            s.pods.remove(&key);
+            s.objects.remove(&key);
         } else {
-            s.pods.insert(key, pod.clone());
+            s.objects.insert(key, obj.clone());
         }
-        s.events.push((rv, kind, pod));
+        s.events.push((rv, kind, obj));
         drop(s);
         let _ = self.wake.send(());
     }
 
-    fn add(&self, pod: Value) {
-        self.record("ADDED", pod);
+    fn add(&self, obj: Value) {
+        self.record("ADDED", obj);
     }
 
     fn modify(&self, ns: &str, name: &str, f: impl FnOnce(&mut Value)) {
-        let mut pod = self.state.lock().unwrap().pods[&(ns.to_string(), name.to_string())].clone();
-        f(&mut pod);
-        self.record("MODIFIED", pod);
+        self.modify_in("pods", ns, name, f)
+    }
+
+    fn modify_in(&self, resource: &str, ns: &str, name: &str, f: impl FnOnce(&mut Value)) {
+        let mut obj =
+            self.state.lock().unwrap().objects[&(resource.to_string(), ns.to_string(), name.to_string())].clone();
+        f(&mut obj);
+        self.record("MODIFIED", obj);
     }
 
     fn delete(&self, ns: &str, name: &str) {
-        let pod = self.state.lock().unwrap().pods[&(ns.to_string(), name.to_string())].clone();
+        let pod = self.state.lock().unwrap().objects[&("pods".to_string(), ns.to_string(), name.to_string())].clone();
         self.record("DELETED", pod);
     }
 
@@ -142,7 +146,7 @@ impl StubApi {
     /// Removes a pod from the store without any watch event (a lost event).
     fn vanish(&self, ns: &str, name: &str) {
         let mut s = self.state.lock().unwrap();
-        s.pods.remove(&(ns.to_string(), name.to_string()));
+        s.objects.remove(&("pods".to_string(), ns.to_string(), name.to_string()));
         s.rv += 1;
     }
 
@@ -172,6 +176,28 @@ impl StubApi {
     }
 }
 
+/// The API resource an object is served under.
+fn resource_of(obj: &Value) -> String {
+    match obj["kind"].as_str().expect("stub objects have a kind") {
+        "Pod" => "pods",
+        "Node" => "nodes",
+        "Service" => "services",
+        "Endpoints" => "endpoints",
+        "EndpointSlice" => "endpointslices",
+        "Ingress" => "ingresses",
+        k => panic!("stub: unknown kind {k}"),
+    }
+    .to_string()
+}
+
+fn key_of(obj: &Value) -> (String, String, String) {
+    (
+        resource_of(obj),
+        obj["metadata"]["namespace"].as_str().unwrap_or("").to_string(),
+        obj["metadata"]["name"].as_str().unwrap().to_string(),
+    )
+}
+
 async fn serve(
     st: Arc<Mutex<State>>,
     wake: tokio::sync::broadcast::Sender<()>,
@@ -180,18 +206,23 @@ async fn serve(
     q: HashMap<String, String>,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    let ns = match path.split('/').collect::<Vec<_>>()[..] {
-        ["", "api", "v1", "pods"] => None,
-        ["", "api", "v1", "namespaces", ns, "pods"] => Some(ns.to_string()),
-        _ => return (axum::http::StatusCode::NOT_FOUND, "stub serves pods only").into_response(),
+    let (ns, resource) = match path.split('/').collect::<Vec<_>>()[..] {
+        ["", "api", "v1", r] => (None, r.to_string()),
+        ["", "api", "v1", "namespaces", ns, r] => (Some(ns.to_string()), r.to_string()),
+        ["", "apis", "discovery.k8s.io", "v1", r] | ["", "apis", "networking.k8s.io", "v1", r] => (None, r.to_string()),
+        ["", "apis", "discovery.k8s.io", "v1", "namespaces", ns, r]
+        | ["", "apis", "networking.k8s.io", "v1", "namespaces", ns, r] => (Some(ns.to_string()), r.to_string()),
+        _ => return (axum::http::StatusCode::NOT_FOUND, "stub: unknown path").into_response(),
     };
+    let of_resource = move |o: &Value| resource_of(o) == resource;
     let watch = matches!(q.get("watch").map(|s| s.as_str()), Some("true" | "1"));
     let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     st.lock().unwrap().requests.push((if watch { "watch" } else { "list" }.into(), path.clone(), q.clone(), auth));
     if !watch {
         let s = st.lock().unwrap();
-        let items: Vec<Value> = s.pods.values().filter(|p| matches(p, &q, ns.as_deref())).cloned().collect();
-        let body = json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": s.rv.to_string()}, "items": items});
+        let items: Vec<Value> =
+            s.objects.values().filter(|p| of_resource(p) && matches(p, &q, ns.as_deref())).cloned().collect();
+        let body = json!({"kind": "List", "apiVersion": "v1", "metadata": {"resourceVersion": s.rv.to_string()}, "items": items});
         return ([("content-type", "application/json")], body.to_string()).into_response();
     }
     let from: u64 = q.get("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
@@ -219,7 +250,7 @@ async fn serve(
                 let lines: Vec<String> = s
                     .events
                     .iter()
-                    .filter(|(rv, _, o)| *rv > sent && matches(o, &q, ns.as_deref()))
+                    .filter(|(rv, _, o)| *rv > sent && of_resource(o) && matches(o, &q, ns.as_deref()))
                     .map(|(_, t, o)| json!({"type": t, "object": o}).to_string() + "\n")
                     .collect();
                 sent = s.rv;
@@ -428,7 +459,7 @@ fn pods_come_and_go_with_list_and_watch() {
     api.drop_watches(true);
     {
         let mut s = api.state.lock().unwrap();
-        s.pods.remove(&("inference".into(), "vllm-c".into()));
+        s.objects.remove(&("pods".into(), "inference".into(), "vllm-c".into()));
     }
     api.add(pod("vllm-d", "gpu-node-1", Some(port), "/d"));
     wait_until("vllm-d scraped after re-list", t, || present(&prom, "up{pod=\"vllm-d\"}").then_some(()));
@@ -461,4 +492,266 @@ fn resync_replaces_a_set_that_missed_an_event() {
     api.vanish("inference", "vllm-a");
     wait_until("vllm-a stale after resync", t, || (!present(&prom, "up{pod=\"vllm-a\"}")).then_some(()));
     assert!(api.requests("list").len() >= 2);
+}
+
+/// The objects a GPU operator's dcgm-exporter deployment has: node, service,
+/// pod, endpoints and endpoint slice, plus an ingress in front of vLLM.
+fn gpu_operator_objects(metrics_port: u16, debug_port: u16) -> Vec<Value> {
+    let pod_ref = json!({"kind": "Pod", "name": "dcgm-x1", "namespace": "gpu-operator"});
+    vec![
+        json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "gpu-1", "labels": {"nvidia.com/gpu.product": "H100"}},
+            "status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}]}}),
+        json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "dcgm-exporter", "namespace": "gpu-operator",
+                "labels": {"app": "nvidia-dcgm-exporter"}, "annotations": {"prometheus.io/probe": "true"}},
+            "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.9", "ports": [{"name": "gpu-metrics", "port": 9400, "protocol": "TCP"}]}}),
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "dcgm-x1", "namespace": "gpu-operator", "labels": {"app": "nvidia-dcgm-exporter"}},
+            "spec": {"nodeName": "gpu-1", "containers": [{"name": "exporter", "image": "nvcr.io/nvidia/k8s/dcgm-exporter:4.2",
+                "ports": [{"containerPort": metrics_port, "name": "metrics", "protocol": "TCP"},
+                          {"containerPort": debug_port, "name": "debug", "protocol": "TCP"}]}]},
+            "status": {"phase": "Running", "podIP": "127.0.0.1", "hostIP": "127.0.0.1",
+                "conditions": [{"type": "Ready", "status": "True"}]}}),
+        json!({"apiVersion": "v1", "kind": "Endpoints",
+            "metadata": {"name": "dcgm-exporter", "namespace": "gpu-operator", "labels": {"app": "nvidia-dcgm-exporter"}},
+            "subsets": [{"addresses": [{"ip": "127.0.0.1", "nodeName": "gpu-1", "targetRef": pod_ref}],
+                "ports": [{"name": "gpu-metrics", "port": metrics_port, "protocol": "TCP"}]}]}),
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "dcgm-exporter-x7k2p", "namespace": "gpu-operator",
+                "labels": {"kubernetes.io/service-name": "dcgm-exporter"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true, "serving": true, "terminating": false},
+                "nodeName": "gpu-1", "targetRef": pod_ref}],
+            "ports": [{"name": "gpu-metrics", "port": metrics_port, "protocol": "TCP"}]}),
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {"name": "vllm", "namespace": "inference", "labels": {"app": "vllm"}},
+            "spec": {"ingressClassName": "nginx", "tls": [{"hosts": ["*.example.com"]}],
+                "rules": [{"host": "api.example.com", "http": {"paths": [{"path": "/v1", "pathType": "Prefix",
+                    "backend": {"service": {"name": "vllm", "port": {"number": 8000}}}}]}}]}}),
+    ]
+}
+
+/// The jobs: NVIDIA DeepOps' dcgm-exporter job (role endpoints) with
+/// attach_metadata, the same on endpoint slices, and Prometheus' own
+/// example blackbox jobs for services and ingresses
+/// (documentation/examples/prometheus-kubernetes.yml), the blackbox
+/// exporter being the test's target server.
+fn roles_config(kc: &std::path::Path, blackbox: &str, write_url: &str) -> String {
+    let kc = kc.display();
+    format!(
+        r#"
+receivers:
+  prometheus:
+    config:
+      global: {{scrape_interval: 1s, scrape_timeout: 1s}}
+      scrape_configs:
+        - job_name: gpu-metrics
+          metrics_path: /metrics
+          scheme: http
+          kubernetes_sd_configs:
+            - role: endpoints
+              kubeconfig_file: {kc}
+              namespaces: {{names: [gpu-operator, monitoring]}}
+              attach_metadata: {{node: true}}
+          relabel_configs:
+            - source_labels: [__meta_kubernetes_pod_node_name]
+              action: replace
+              target_label: kubernetes_node
+            - {{action: labelmap, regex: __meta_kubernetes_node_label_(.+), replacement: node_$1}}
+            - {{action: labelmap, regex: __meta_kubernetes_service_label_(.+), replacement: service_$1}}
+            - {{source_labels: [__meta_kubernetes_endpoint_ready], target_label: ready}}
+            - {{source_labels: [__meta_kubernetes_pod_container_port_name], target_label: port_name}}
+        - job_name: gpu-metrics-slices
+          kubernetes_sd_configs:
+            - role: endpointslice
+              kubeconfig_file: {kc}
+              namespaces: {{names: [gpu-operator]}}
+          relabel_configs:
+            - {{source_labels: [__meta_kubernetes_endpointslice_endpoint_conditions_ready], regex: "true", action: keep}}
+            - {{source_labels: [__meta_kubernetes_endpointslice_port_name], regex: gpu-metrics, action: keep}}
+            - {{source_labels: [__meta_kubernetes_endpointslice_name], target_label: slice}}
+            - {{source_labels: [__meta_kubernetes_endpointslice_endpoint_node_name], target_label: node}}
+            - {{source_labels: [__meta_kubernetes_service_name], target_label: service}}
+        - job_name: kubernetes-services
+          metrics_path: /probe
+          params:
+            module: [http_2xx]
+          kubernetes_sd_configs:
+            - role: service
+              kubeconfig_file: {kc}
+          relabel_configs:
+            - source_labels: [__meta_kubernetes_service_annotation_prometheus_io_probe]
+              action: keep
+              regex: true
+            - source_labels: [__address__]
+              target_label: __param_target
+            - target_label: __address__
+              replacement: {blackbox}
+            - source_labels: [__param_target]
+              target_label: instance
+            - action: labelmap
+              regex: __meta_kubernetes_service_label_(.+)
+            - source_labels: [__meta_kubernetes_namespace]
+              target_label: namespace
+            - source_labels: [__meta_kubernetes_service_name]
+              target_label: service
+        - job_name: kubernetes-ingresses
+          metrics_path: /probe
+          params:
+            module: [http_2xx]
+          kubernetes_sd_configs:
+            - role: ingress
+              kubeconfig_file: {kc}
+          relabel_configs:
+            - source_labels:
+                [
+                  __meta_kubernetes_ingress_scheme,
+                  __address__,
+                  __meta_kubernetes_ingress_path,
+                ]
+              regex: (.+);(.+);(.+)
+              replacement: ${{1}}://${{2}}${{3}}
+              target_label: __param_target
+            - target_label: __address__
+              replacement: {blackbox}
+            - source_labels: [__param_target]
+              target_label: instance
+            - action: labelmap
+              regex: __meta_kubernetes_ingress_label_(.+)
+            - source_labels: [__meta_kubernetes_namespace]
+              target_label: namespace
+            - source_labels: [__meta_kubernetes_ingress_name]
+              target_label: ingress
+exporters:
+  prometheusremotewrite:
+    endpoint: {write_url}
+service:
+  pipelines:
+    metrics: {{receivers: [prometheus], exporters: [prometheusremotewrite]}}
+  telemetry:
+    metrics: {{address: "{{{{TELEMETRY}}}}"}}
+"#
+    )
+}
+
+fn one(prom: &Prometheus, q: &str) -> BTreeMap<String, String> {
+    let r = prom.query(q);
+    assert_eq!(r.len(), 1, "{q}: {r:?}");
+    r[0].0.clone()
+}
+
+#[test]
+fn endpoints_slices_services_and_ingresses() {
+    let (exporter, debug, blackbox) = (Targets::start(), Targets::start(), Targets::start());
+    exporter.set("/metrics", TEXT_004, "# TYPE DCGM_FI_DEV_GPU_TEMP gauge\nDCGM_FI_DEV_GPU_TEMP{gpu=\"0\"} 41\n");
+    debug.set("/metrics", TEXT_004, "# TYPE debug_up gauge\ndebug_up 1\n");
+    blackbox.set("/probe", TEXT_004, "# TYPE probe_success gauge\nprobe_success 1\n");
+    let (mp, dp) = (exporter.addr.port(), debug.addr.port());
+    let api = StubApi::start();
+    for o in gpu_operator_objects(mp, dp) {
+        api.add(o);
+    }
+    let prom = Prometheus::start("");
+    let dir = tempfile::tempdir().unwrap();
+    let kc = api.kubeconfig(dir.path());
+    let agent = Agent::start(&roles_config(&kc, &blackbox.addr.to_string(), &prom.write_url()));
+    let t = Duration::from_secs(30);
+    wait_until("every role's targets in Prometheus", t, || {
+        (prom.query("up{job=~\"gpu-metrics|gpu-metrics-slices|kubernetes-services|kubernetes-ingresses\"}").len() == 5)
+            .then_some(())
+    });
+
+    // endpoints: the service's, the pod's and the node's labels on the target.
+    let l = one(&prom, &format!("up{{job=\"gpu-metrics\",instance=\"127.0.0.1:{mp}\"}}"));
+    for (k, v) in [
+        ("kubernetes_node", "gpu-1"),
+        ("node_nvidia_com_gpu_product", "H100"),
+        ("service_app", "nvidia-dcgm-exporter"),
+        ("ready", "true"),
+        ("port_name", "metrics"),
+    ] {
+        assert_eq!(l.get(k).map(String::as_str), Some(v), "{k}: {l:?}");
+    }
+    assert!(
+        !prom.query(&format!("DCGM_FI_DEV_GPU_TEMP{{job=\"gpu-metrics\",instance=\"127.0.0.1:{mp}\"}}")).is_empty()
+    );
+    // The pod's other container port, which no endpoint covers, is a target
+    // too (pod labels, no endpoint or node labels).
+    let l = one(&prom, &format!("up{{job=\"gpu-metrics\",instance=\"127.0.0.1:{dp}\"}}"));
+    assert_eq!(l.get("port_name").map(String::as_str), Some("debug"));
+    assert_eq!(l.get("kubernetes_node").map(String::as_str), Some("gpu-1"));
+    assert!(!l.contains_key("ready") && !l.contains_key("node_nvidia_com_gpu_product"), "{l:?}");
+    // endpointslice
+    let l = one(&prom, "up{job=\"gpu-metrics-slices\"}");
+    assert_eq!(l["instance"], format!("127.0.0.1:{mp}"));
+    assert_eq!(l["slice"], "dcgm-exporter-x7k2p");
+    assert_eq!(l["node"], "gpu-1");
+    assert_eq!(l["service"], "dcgm-exporter");
+    // service and ingress, probed through the "blackbox exporter".
+    let l = one(&prom, "up{job=\"kubernetes-services\"}");
+    assert_eq!(l["instance"], "dcgm-exporter.gpu-operator.svc:9400");
+    assert_eq!(
+        (l["namespace"].as_str(), l["service"].as_str(), l["app"].as_str()),
+        ("gpu-operator", "dcgm-exporter", "nvidia-dcgm-exporter")
+    );
+    let l = one(&prom, "up{job=\"kubernetes-ingresses\"}");
+    assert_eq!(l["instance"], "https://api.example.com/v1", "scheme from the TLS wildcard, host, path");
+    assert_eq!((l["ingress"].as_str(), l["app"].as_str()), ("vllm", "vllm"));
+    assert!(blackbox.last_headers("/probe").contains_key("user-agent"));
+
+    // A service change alone reaches its endpoints' targets.
+    api.modify_in("services", "gpu-operator", "dcgm-exporter", |s| s["metadata"]["labels"]["tier"] = json!("gpu"));
+    wait_until("the service's new label on the endpoints target", t, || {
+        present(&prom, &format!("up{{job=\"gpu-metrics\",instance=\"127.0.0.1:{mp}\",service_tier=\"gpu\"}}"))
+            .then_some(())
+    });
+    wait_until("the old endpoints target stale", t, || {
+        (!present(&prom, &format!("up{{job=\"gpu-metrics\",instance=\"127.0.0.1:{mp}\",service_tier=\"\"}}")))
+            .then_some(())
+    });
+
+    // The address leaves the endpoints: both of the pod's targets end.
+    api.modify_in("endpoints", "gpu-operator", "dcgm-exporter", |e| e["subsets"] = json!([]));
+    wait_until("the endpoints' targets stale", t, || {
+        (!present(&prom, "up{job=\"gpu-metrics\"}") && !present(&prom, "debug_up{job=\"gpu-metrics\"}")).then_some(())
+    });
+
+    // History compacted during an outage (410 Gone, re-list): the ingress
+    // deleted meanwhile, its event lost, goes stale; the endpoint slice's
+    // endpoint turning unready is seen.
+    api.drop_watches(true);
+    {
+        let mut s = api.state.lock().unwrap();
+        s.objects.remove(&("ingresses".into(), "inference".into(), "vllm".into()));
+        s.rv += 1;
+    }
+    api.modify_in("endpointslices", "gpu-operator", "dcgm-exporter-x7k2p", |e| {
+        e["endpoints"][0]["conditions"]["ready"] = json!(false)
+    });
+    wait_until("ingress target stale after the re-list", t, || {
+        (!present(&prom, "up{job=\"kubernetes-ingresses\"}")).then_some(())
+    });
+    wait_until("the unready slice endpoint dropped", t, || {
+        (!present(&prom, "up{job=\"gpu-metrics-slices\"}")).then_some(())
+    });
+    assert!(present(&prom, "up{job=\"kubernetes-services\"}"), "the service's probe is kept");
+    assert!(api.state.lock().unwrap().gone_answers >= 1, "the stub never answered 410");
+
+    // What was asked: services, pods and endpoints per namespace for the
+    // endpoints role, nodes cluster-wide, endpoint slices and ingresses in
+    // their API groups.
+    let paths: std::collections::BTreeSet<String> = api.requests("list").into_iter().map(|(p, _, _)| p).collect();
+    for p in [
+        "/api/v1/namespaces/gpu-operator/endpoints",
+        "/api/v1/namespaces/monitoring/services",
+        "/api/v1/namespaces/gpu-operator/pods",
+        "/api/v1/nodes",
+        "/apis/discovery.k8s.io/v1/namespaces/gpu-operator/endpointslices",
+        "/apis/networking.k8s.io/v1/ingresses",
+        "/api/v1/services",
+    ] {
+        assert!(paths.contains(p), "{p} not listed: {paths:?}");
+    }
+    drop(agent);
 }

@@ -320,7 +320,10 @@ async fn run_job(
         }
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
-            _ = k8s_changed.notified() => {}
+            _ = k8s_changed.notified() => {
+                // A rollout changes many objects at once: take them together.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
             _ = files_changed.notified() => {
                 // Editors write a file in several steps: read it once they are done.
                 tokio::time::sleep(Duration::from_millis(100)).await;

@@ -61,3 +61,52 @@ fn tls_versions_are_honoured() {
     assert_eq!(o.status.code(), Some(78), "{text}");
     assert!(text.contains("no protocol left"), "{text}");
 }
+
+/// Files a job refers to are read when used, as Prometheus reads them: a
+/// CA file not there yet (a secret mounted after the start) is a warning in
+/// `validate`, each scrape fails with the reason (`up` 0, counted), and
+/// scraping starts on its own once the file appears.
+#[test]
+fn a_ca_file_that_appears_later_is_read_when_it_does() {
+    let pki = Pki::generate();
+    let targets = Targets::start();
+    targets.set("/late", TEXT_004, "# TYPE g gauge\ng 1\n");
+    let port = Nginx::port();
+    let _nginx = Nginx::start(
+        &format!(
+            "server {{ listen 127.0.0.1:{port} ssl; ssl_certificate {}; ssl_certificate_key {}; location / {{ proxy_pass http://{}; }} }}",
+            pki.server.cert.display(),
+            pki.server.key.display(),
+            targets.addr
+        ),
+        &[port],
+    );
+    let secrets = tempfile::tempdir().unwrap();
+    let ca = secrets.path().join("ca.crt");
+    let cfg = format!(
+        "receivers:\n  prometheus:\n    config:\n      global: {{scrape_interval: 300ms, scrape_timeout: 300ms}}\n      scrape_configs:\n        - job_name: late\n          scheme: https\n          metrics_path: /late\n          tls_config: {{ca_file: {}}}\n          static_configs: [{{targets: ['127.0.0.1:{port}']}}]\nexporters:\n  debug: {{}}\nservice:\n  pipelines:\n    metrics: {{receivers: [prometheus], exporters: [debug]}}\n  telemetry: {{metrics: {{address: \"{{{{TELEMETRY}}}}\"}}}}\n",
+        ca.display()
+    );
+    // validate: a warning naming the key and the file, exit 0.
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("c.yaml");
+    std::fs::write(&p, cfg.replace("{{TELEMETRY}}", "127.0.0.1:0")).unwrap();
+    let o = std::process::Command::new(infertel_bin()).args(["validate", "--config"]).arg(&p).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stderr).to_string() + &String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(text.contains("tls_config.ca_file") && text.contains("is not there: it is read when used"), "{text}");
+
+    let mut agent = Agent::start(&cfg);
+    wait_until("scrapes failing for want of the CA", Duration::from_secs(20), || {
+        (agent.self_metric("infertel_receiver_scrape_errors_total", &[("job", "late"), ("reason", "tls")]) >= 2.0)
+            .then_some(())
+    });
+    assert_eq!(agent.self_metric("infertel_receiver_target_up", &[("job", "late")]), 0.0);
+    assert_eq!(targets.hits("/late"), 0);
+    // The secret is mounted.
+    std::fs::copy(&pki.ca, &ca).unwrap();
+    wait_until("scraped once the CA is there", Duration::from_secs(20), || (targets.hits("/late") >= 2).then_some(()));
+    assert_eq!(agent.self_metric("infertel_receiver_target_up", &[("job", "late")]), 1.0);
+    assert_eq!(agent.proc.terminate(Duration::from_secs(20)), Some(0));
+    assert!(agent.proc.log_text().contains("the files can be read now"), "{}", agent.proc.log_text());
+}

@@ -92,6 +92,28 @@ impl TlsSettings {
         self.client_config().map(|_| ())
     }
 
+    /// The files named that are not there now, as (key, path).
+    pub fn missing_files(&self) -> Vec<(&'static str, PathBuf)> {
+        [("ca_file", &self.ca_file), ("cert_file", &self.cert_file), ("key_file", &self.key_file)]
+            .into_iter()
+            .filter_map(|(k, p)| p.as_ref().filter(|p| !p.exists()).map(|p| (k, p.clone())))
+            .collect()
+    }
+
+    /// What a config can be refused for: the files that are there must
+    /// parse; a file not there yet is read when used, as Prometheus reads
+    /// it (a pod's secrets are mounted where the config is not validated),
+    /// and only the keys are checked now.
+    pub fn validate_present(&self) -> Result<(), String> {
+        if self.missing_files().is_empty() {
+            return self.validate();
+        }
+        if self.cert_file.is_some() != self.key_file.is_some() {
+            return Err("cert_file and key_file go together".into());
+        }
+        protocol_versions(self.min_version.as_deref(), self.max_version.as_deref()).map(|_| ())
+    }
+
     fn client_config(&self) -> Result<rustls::ClientConfig, String> {
         ensure_crypto_provider();
         let provider = Arc::new(rustls::crypto::ring::default_provider());

@@ -23,6 +23,7 @@
 mod case;
 mod expand;
 mod goregex;
+pub mod scalar;
 
 use std::fmt;
 use std::sync::Arc;
@@ -119,11 +120,17 @@ impl<'de> Deserialize<'de> for Action {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RelabelConfig {
+    #[serde(deserialize_with = "scalar::strings")]
     pub source_labels: Vec<String>,
+    #[serde(deserialize_with = "scalar::string")]
     pub separator: String,
+    /// `regex: true` is the string `true`, as Go's YAML reads it.
+    #[serde(deserialize_with = "scalar::string")]
     pub regex: String,
     pub modulus: u64,
+    #[serde(deserialize_with = "scalar::string")]
     pub target_label: String,
+    #[serde(deserialize_with = "scalar::string")]
     pub replacement: String,
     pub action: Action,
 }

@@ -363,7 +363,16 @@ fn server_sections(
             continue;
         }
         let Some(cfg) = rc.get_mut("config").and_then(|c| c.as_mapping_mut()) else { continue };
-        for key in ["rule_files", "alerting", "storage"] {
+        let server = "ignored: a Prometheus server setting with no meaning for an agent";
+        let sections = [
+            ("rule_files", RULES),
+            ("alerting", RULES),
+            ("storage", RULES),
+            ("tracing", server),
+            ("otlp", server),
+            ("runtime", server),
+        ];
+        for (key, message) in sections {
             if cfg.remove(key).is_some() {
                 changed = true;
                 let (line, column) = locate(text, "receivers:", &format!("{key}:"));
@@ -372,7 +381,7 @@ fn server_sections(
                     line,
                     column,
                     path: format!("receivers.{id}.config.{key}"),
-                    message: "ignored: infertel evaluates no rules and sends no alerts".into(),
+                    message: message.into(),
                 });
             }
         }
@@ -402,6 +411,8 @@ fn server_sections(
     }
     Ok(changed.then_some(root))
 }
+
+const RULES: &str = "ignored: infertel evaluates no rules and sends no alerts";
 
 /// Discovery mechanisms Prometheus has and infertel does not (`consul`,
 /// `ec2`, `azure`, ...): an error naming the mechanism, its job and line, and
@@ -498,10 +509,13 @@ fn locate(text: &str, anchor: &str, needle: &str) -> (Option<usize>, Option<usiz
     let mut after_anchor = anchor.is_empty();
     for (i, line) in text.lines().enumerate() {
         if !after_anchor {
-            if line.trim_start().starts_with(anchor) {
+            let t = line.trim_start();
+            // `- job_name: a` opens a list item.
+            let t = t.strip_prefix("- ").map(str::trim_start).unwrap_or(t);
+            if t.starts_with(anchor) || (anchor.contains(": ") && unquoted(t).starts_with(anchor)) {
                 after_anchor = true;
                 // Flow style: the needle may follow on the anchor's line.
-                let start = line.len() - line.trim_start().len() + anchor.len();
+                let start = line.find(anchor).map(|p| p + anchor.len()).unwrap_or(line.len());
                 if let Some(pos) = find_token(&line[start..], needle) {
                     return (Some(i + 1), Some(start + pos + 1));
                 }
@@ -513,6 +527,11 @@ fn locate(text: &str, anchor: &str, needle: &str) -> (Option<usize>, Option<usiz
         }
     }
     (None, None)
+}
+
+/// `key: "value"` read as `key: value` (an anchor names a value as written).
+fn unquoted(line: &str) -> String {
+    line.replacen(": \"", ": ", 1).replacen(": '", ": ", 1)
 }
 
 fn find_token(line: &str, needle: &str) -> Option<usize> {
@@ -672,7 +691,15 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
         component_errors("receivers", id, c.validate());
         let ReceiverConfig::Prometheus(pc) = c;
         for (key, message) in pc.warnings() {
-            let (line, column) = locate(text, "", &format!("{key}:"));
+            // A job's key is looked for after its job_name line.
+            let leaf = key.rsplit('.').next().unwrap_or(&key);
+            let job = key
+                .strip_prefix("scrape_configs[")
+                .and_then(|r| r.split(']').next())
+                .and_then(|i| i.parse::<usize>().ok())
+                .and_then(|i| pc.config.scrape_configs.get(i));
+            let anchor = job.map(|j| format!("job_name: {}", j.job_name)).unwrap_or_default();
+            let (line, column) = locate(text, &anchor, &format!("{leaf}:"));
             v.warnings.push(ConfigIssue {
                 origin: origin.into(),
                 line,

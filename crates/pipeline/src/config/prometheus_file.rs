@@ -82,7 +82,7 @@ pub fn translate(
     if receiver.remove(s("remote_read")).is_some() {
         cx.error("", "remote_read", "remote_read".into(), "infertel does not read from remote storage: remove it");
     }
-    for key in ["tracing", "otlp"] {
+    for key in ["tracing", "otlp", "runtime"] {
         if receiver.remove(s(key)).is_some() {
             cx.warn("", key, key.into(), "ignored: a Prometheus server setting with no meaning for an agent");
         }

@@ -35,6 +35,7 @@ pub struct GlobalConfig {
     /// Accepted so pasted configs load; rules are not evaluated here.
     pub evaluation_interval: Option<Duration>,
     /// Added to every scraped series unless the series has the label.
+    #[serde(deserialize_with = "infertel_relabel::scalar::string_map")]
     pub external_labels: BTreeMap<String, String>,
     /// Defaults of the per-job limits (a job's 0 takes these), as in
     /// Prometheus 2.45+.
@@ -221,9 +222,10 @@ fn yes() -> bool {
 #[derive(Debug, Deserialize, Clone, Default)]
 #[serde(deny_unknown_fields)]
 pub struct StaticConfig {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "infertel_relabel::scalar::strings")]
     pub targets: Vec<String>,
-    #[serde(default)]
+    /// Any scalar, as Go's YAML reads a label value (`port: 9093`).
+    #[serde(default, deserialize_with = "infertel_relabel::scalar::string_map")]
     pub labels: BTreeMap<String, String>,
 }
 
@@ -292,7 +294,7 @@ impl HttpSdConfig {
         if auths.iter().filter(|a| **a).count() > 1 {
             return Err("at most one of basic_auth, authorization and bearer_token[_file] may be set".into());
         }
-        self.tls_config.settings().validate().map_err(|e| format!("tls_config: {e}"))
+        self.tls_config.settings().validate_present().map_err(|e| format!("tls_config: {e}"))
     }
 }
 
@@ -396,6 +398,33 @@ impl ScrapeConfig {
         }
     }
 
+    /// The files this job reads that are not there now, as (key, path).
+    pub fn referenced_files(&self) -> Vec<(String, PathBuf)> {
+        let mut out: Vec<(String, PathBuf)> = self
+            .tls_config
+            .settings()
+            .missing_files()
+            .into_iter()
+            .map(|(k, p)| (format!("tls_config.{k}"), p))
+            .collect();
+        let auth = [
+            ("bearer_token_file", self.bearer_token_file.as_ref()),
+            ("authorization.credentials_file", self.authorization.as_ref().and_then(|a| a.credentials_file.as_ref())),
+            ("basic_auth.password_file", self.basic_auth.as_ref().and_then(|b| b.password_file.as_ref())),
+        ];
+        for (k, p) in auth {
+            if let Some(p) = p.filter(|p| !p.exists()) {
+                out.push((k.to_string(), p.clone()));
+            }
+        }
+        for (i, h) in self.http_sd_configs.iter().enumerate() {
+            for (k, p) in h.tls_config.settings().missing_files() {
+                out.push((format!("http_sd_configs[{i}].tls_config.{k}"), p));
+            }
+        }
+        out
+    }
+
     pub fn validate(&self, g: &GlobalConfig) -> Result<(), String> {
         let job = &self.job_name;
         if job.is_empty() {
@@ -482,7 +511,7 @@ impl ScrapeConfig {
                 ));
             }
         }
-        self.tls_config.settings().validate().map_err(|e| format!("job {job:?}: tls_config: {e}"))?;
+        self.tls_config.settings().validate_present().map_err(|e| format!("job {job:?}: tls_config: {e}"))?;
         Relabeler::new(&self.relabel_configs).map_err(|e| format!("job {job:?}: relabel_configs: {e}"))?;
         Relabeler::new(&self.metric_relabel_configs)
             .map_err(|e| format!("job {job:?}: metric_relabel_configs: {e}"))?;
@@ -528,7 +557,8 @@ impl PrometheusConfig {
     pub fn warnings(&self) -> Vec<(String, String)> {
         let c = &self.config;
         let g = &c.global;
-        let mut w = Vec::new();
+        let mut out = Vec::new();
+        let w = &mut out;
         let native =
             "infertel scrapes the text formats: classic histogram buckets are scraped instead of native histograms";
         for (k, set) in [
@@ -538,19 +568,38 @@ impl PrometheusConfig {
         ] {
             if set {
                 w.push((
-                    k.to_string(),
+                    format!("global.{k}"),
                     "ignored: a Prometheus server setting with no meaning for an agent".to_string(),
                 ));
             }
         }
         if g.convert_classic_histograms_to_nhcb == Some(true) {
-            w.push(("convert_classic_histograms_to_nhcb".into(), native.into()));
+            w.push(("global.convert_classic_histograms_to_nhcb".into(), native.into()));
         }
         if g.scrape_protocols.iter().flatten().any(|p| p == "PrometheusProto") {
-            w.push(("scrape_protocols".into(), format!("PrometheusProto left out of the Accept header: {native}")));
+            w.push((
+                "global.scrape_protocols".into(),
+                format!("PrometheusProto left out of the Accept header: {native}"),
+            ));
         }
-        for sc in &c.scrape_configs {
+        for (j, sc) in c.scrape_configs.iter().enumerate() {
             let job = &sc.job_name;
+            let mut job_w = Vec::new();
+            let w = &mut job_w;
+            for (key, path) in sc.referenced_files() {
+                w.push((
+                    key.clone(),
+                    format!(
+                        "job {job:?}: {key} {} is not there: it is read when used, and each scrape fails until it is",
+                        path.display()
+                    ),
+                ));
+            }
+            for (i, k) in sc.kubernetes_sd_configs.iter().enumerate() {
+                for (key, why) in k.warnings() {
+                    w.push((format!("kubernetes_sd_configs[{i}].{key}"), format!("job {job:?}: {why}")));
+                }
+            }
             if sc.scrape_native_histograms == Some(true) || sc.convert_classic_histograms_to_nhcb == Some(true) {
                 w.push(("scrape_native_histograms".into(), format!("job {job:?}: {native}")));
             }
@@ -566,8 +615,9 @@ impl PrometheusConfig {
                     format!("job {job:?}: no_proxy and proxy_connect_header have no effect in infertel"),
                 ));
             }
+            out.extend(job_w.into_iter().map(|(k, m)| (format!("scrape_configs[{j}].{k}"), m)));
         }
-        w
+        out
     }
 
     pub fn validate(&self) -> Result<(), String> {

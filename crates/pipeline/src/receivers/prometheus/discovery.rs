@@ -28,7 +28,7 @@ pub struct TargetGroup {
 struct FileGroup {
     #[serde(default)]
     targets: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "infertel_relabel::scalar::string_map")]
     labels: BTreeMap<String, String>,
 }
 

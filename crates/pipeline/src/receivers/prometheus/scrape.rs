@@ -81,7 +81,7 @@ pub enum Stop {
 pub struct ScrapeLoop {
     pub target: Target,
     pub job: Arc<JobSettings>,
-    pub client: reqwest::Client,
+    pub client: super::job::JobClient,
     pub next: Arc<dyn Consumer>,
     /// Set while a memory_limiter downstream refuses: scrapes are skipped.
     pub backpressure: Backpressure,
@@ -202,8 +202,8 @@ impl ScrapeLoop {
 
     async fn fetch(&self, buf: &mut Vec<u8>) -> Result<Option<String>, ScrapeFailure> {
         let t = &self.target;
-        let mut req = self
-            .client
+        let client = self.client.get().map_err(|e| fail("tls", e))?;
+        let mut req = client
             .get(&t.url)
             .header(ACCEPT, self.job.accept.as_deref().unwrap_or(ACCEPT_HEADER))
             .header("X-Prometheus-Scrape-Timeout-Seconds", format!("{}", t.timeout.as_secs_f64()));

@@ -108,7 +108,15 @@ pub struct KubernetesSdConfig {
     pub selectors: Vec<Selector>,
     /// With `api_server`: the token sent to the API server (re-read before it expires).
     pub bearer_token_file: Option<PathBuf>,
-    /// With `api_server`: how to verify it (client certificates: use a kubeconfig).
+    /// With `api_server`: the HTTP client keys Prometheus takes here.
+    pub bearer_token: Option<String>,
+    pub basic_auth: Option<crate::receivers::prometheus::config::BasicAuth>,
+    pub authorization: Option<crate::receivers::prometheus::config::Authorization>,
+    pub proxy_url: Option<String>,
+    /// Accepted, without effect on the API client (warned when set).
+    pub follow_redirects: Option<bool>,
+    pub enable_http2: Option<bool>,
+    /// With `api_server`: how to verify it, and the client certificate.
     #[serde(default)]
     pub tls_config: ApiServerTls,
     /// Re-list everything this often, replacing the known set (infertel extension).
@@ -135,6 +143,11 @@ fn default_resync() -> Duration {
 #[serde(deny_unknown_fields)]
 pub struct ApiServerTls {
     pub ca_file: Option<PathBuf>,
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    /// Accepted (rustls speaks TLS 1.2 and 1.3 to the API server).
+    pub min_version: Option<String>,
+    pub max_version: Option<String>,
     pub server_name: Option<String>,
     #[serde(default)]
     pub insecure_skip_verify: bool,
@@ -159,8 +172,37 @@ impl KubernetesSdConfig {
         if self.api_server.is_some() && self.kubeconfig_file.is_some() {
             return Err("kubernetes_sd_configs: at most one of api_server and kubeconfig_file may be set".into());
         }
-        if self.api_server.is_none() && (self.bearer_token_file.is_some() || self.tls_config.ca_file.is_some()) {
-            return Err("kubernetes_sd_configs: bearer_token_file and tls_config need api_server (in-cluster and kubeconfig bring their own)".into());
+        let client_keys = self.bearer_token_file.is_some()
+            || self.bearer_token.is_some()
+            || self.basic_auth.is_some()
+            || self.authorization.is_some()
+            || self.proxy_url.is_some()
+            || self.tls_config.ca_file.is_some()
+            || self.tls_config.cert_file.is_some();
+        if self.api_server.is_none() && client_keys {
+            return Err("kubernetes_sd_configs: to use custom HTTP client configuration (bearer_token[_file], basic_auth, authorization, proxy_url, tls_config) please provide the 'api_server' URL explicitly (in-cluster and kubeconfig bring their own)".into());
+        }
+        let auths = [
+            self.basic_auth.is_some(),
+            self.authorization.is_some(),
+            self.bearer_token.is_some() || self.bearer_token_file.is_some(),
+        ];
+        if auths.iter().filter(|a| **a).count() > 1 {
+            return Err(
+                "kubernetes_sd_configs: at most one of basic_auth, authorization and bearer_token[_file] may be set"
+                    .into(),
+            );
+        }
+        if let Some(a) = &self.authorization
+            && !a.kind.eq_ignore_ascii_case("bearer")
+        {
+            return Err(format!(
+                "kubernetes_sd_configs: authorization type {:?}: the API client sends Bearer credentials only",
+                a.kind
+            ));
+        }
+        if self.tls_config.cert_file.is_some() != self.tls_config.key_file.is_some() {
+            return Err("kubernetes_sd_configs: tls_config: cert_file and key_file go together".into());
         }
         if let Some(s) = &self.api_server {
             let u = url::Url::parse(s).map_err(|e| format!("kubernetes_sd_configs: api_server {s:?}: {e}"))?;
@@ -182,9 +224,6 @@ impl KubernetesSdConfig {
                     allowed.join(", ")
                 ));
             }
-            if self.role == Role::Pod && sel.role == Role::Node && !self.attach_metadata.node {
-                return Err("kubernetes_sd_configs: a node selector on role pod filters the nodes whose labels attach_metadata: {node: true} attaches; set it, or select the pods of a node with a pod selector (field: spec.nodeName=...)".into());
-            }
         }
         if self.attach_metadata.node && !matches!(self.role, Role::Pod | Role::Endpoints | Role::Endpointslice) {
             return Err(format!(
@@ -196,6 +235,24 @@ impl KubernetesSdConfig {
             return Err("kubernetes_sd_configs: resync_interval must be greater than 0".into());
         }
         Ok(())
+    }
+
+    /// Keys accepted without effect, as (key, why).
+    pub fn warnings(&self) -> Vec<(&'static str, String)> {
+        let mut w = Vec::new();
+        if self.role == Role::Pod && !self.attach_metadata.node && self.selectors.iter().any(|s| s.role == Role::Node) {
+            w.push(("selectors", "a node selector on role pod filters only the nodes attach_metadata: {node: true} reads; without it, it has no effect (to select the pods of a node: a pod selector with field: spec.nodeName=...)".to_string()));
+        }
+        for (k, set) in [
+            ("follow_redirects", self.follow_redirects.is_some()),
+            ("enable_http2", self.enable_http2.is_some()),
+            ("tls_config.min_version", self.tls_config.min_version.is_some() || self.tls_config.max_version.is_some()),
+        ] {
+            if set {
+                w.push((k, format!("{k} has no effect on the Kubernetes API client")));
+            }
+        }
+        w
     }
 
     /// The list/watch options for objects of `kind` (a selector role name).
@@ -223,6 +280,25 @@ async fn client_config(cfg: &KubernetesSdConfig) -> Result<kube::Config, String>
         let uri = server.parse().map_err(|e| format!("api_server {server:?}: {e}"))?;
         let mut c = kube::Config::new(uri);
         c.auth_info.token_file = cfg.bearer_token_file.as_ref().map(|p| p.display().to_string());
+        c.auth_info.token = cfg.bearer_token.clone().map(Into::into);
+        if let Some(a) = &cfg.authorization {
+            c.auth_info.token = a.credentials.clone().map(Into::into);
+            c.auth_info.token_file = a.credentials_file.as_ref().map(|p| p.display().to_string());
+        }
+        if let Some(b) = &cfg.basic_auth {
+            c.auth_info.username = Some(b.username.clone());
+            let password = match (&b.password, &b.password_file) {
+                (Some(p), _) => p.clone(),
+                (None, Some(f)) => crate::http::read_secret_file(f, "basic_auth.password_file")?,
+                (None, None) => String::new(),
+            };
+            c.auth_info.password = Some(password.into());
+        }
+        c.auth_info.client_certificate = cfg.tls_config.cert_file.as_ref().map(|p| p.display().to_string());
+        c.auth_info.client_key = cfg.tls_config.key_file.as_ref().map(|p| p.display().to_string());
+        if let Some(p) = &cfg.proxy_url {
+            c.proxy_url = Some(p.parse().map_err(|e| format!("proxy_url {p:?}: {e}"))?);
+        }
         c.accept_invalid_certs = cfg.tls_config.insecure_skip_verify;
         c.tls_server_name = cfg.tls_config.server_name.clone();
         if let Some(ca) = &cfg.tls_config.ca_file {
@@ -567,12 +643,9 @@ mod tests {
         assert!(e.contains("endpoints role supports only pod, service, endpoints selectors"), "{e}");
         let e = parse("role: pod\nselectors: [{role: pod, label: a=b}, {role: pod}]").validate().unwrap_err();
         assert!(e.contains("duplicated selector role: pod"), "{e}");
-        assert!(
-            parse("role: pod\nselectors: [{role: node, label: a=b}]")
-                .validate()
-                .unwrap_err()
-                .contains("attach_metadata")
-        );
+        let no_effect = parse("role: pod\nselectors: [{role: node, label: a=b}]");
+        assert!(no_effect.validate().is_ok(), "accepted, as Prometheus 3 accepts it");
+        assert!(no_effect.warnings()[0].1.contains("no effect"), "and warned");
         assert!(
             parse("role: pod\nattach_metadata: {node: true}\nselectors: [{role: node, label: a=b}]").validate().is_ok()
         );
@@ -585,12 +658,24 @@ mod tests {
                 .is_ok()
         );
         assert!(parse("role: pod\napi_server: https://k\nkubeconfig_file: /k").validate().is_err());
-        assert!(parse("role: pod\nbearer_token_file: /t").validate().unwrap_err().contains("need api_server"));
+        assert!(parse("role: pod\nbearer_token_file: /t").validate().unwrap_err().contains("provide the 'api_server'"));
+        assert!(
+            parse("role: pod\napi_server: https://k\nbasic_auth: {username: u, password: p}\nbearer_token: t")
+                .validate()
+                .unwrap_err()
+                .contains("at most one")
+        );
+        assert!(
+            parse("role: pod\napi_server: https://k\ntls_config: {cert_file: /c}")
+                .validate()
+                .unwrap_err()
+                .contains("go together")
+        );
         assert!(serde_yaml::from_str::<KubernetesSdConfig>("role: pods").is_err());
         let e =
-            serde_yaml::from_str::<KubernetesSdConfig>("role: pod\napi_server: https://k\ntls_config: {cert_file: /c}")
+            serde_yaml::from_str::<KubernetesSdConfig>("role: pod\napi_server: https://k\ntls_config: {crt_file: /c}")
                 .unwrap_err()
                 .to_string();
-        assert!(e.contains("cert_file"), "{e}");
+        assert!(e.contains("crt_file"), "{e}");
     }
 }

@@ -226,10 +226,11 @@ pub(crate) fn parse_om_timestamp(s: &[u8]) -> Result<f64, FloatError> {
     if v.is_finite() { Ok(v) } else { Err(FloatError::Range) }
 }
 
-/// Seconds to milliseconds, rounded, saturating at the `i64` range (OpenMetrics
-/// allows timestamps far beyond what fits in milliseconds).
+/// Seconds to milliseconds as Prometheus converts them (`int64(ts * 1000)`:
+/// a float product truncated toward zero, so `1.0005` is 1000), saturating
+/// at the `i64` range (OpenMetrics allows timestamps far beyond it).
 pub(crate) fn seconds_to_ms(secs: f64) -> i64 {
-    (secs * 1000.0).round() as i64
+    (secs * 1000.0) as i64
 }
 
 /// A 0.0.4 timestamp: ASCII digits only (Prometheus 2.42's lexer has no sign),

@@ -51,10 +51,14 @@ impl Format {
                 if ct
                     .trim_start()
                     .get(..28)
-                    .is_some_and(|p| p.eq_ignore_ascii_case("application/openmetrics-text")) =>
+                    .is_some_and(|p| p.eq_ignore_ascii_case("application/openmetrics-text"))
+                    && ct.trim_start()[28..].trim_start().chars().next().is_none_or(|c| c == ';')
+                    && valid_media_type(ct) =>
             {
                 Format::OpenMetrics
             }
+            // Anything else, and an OpenMetrics type Go cannot parse
+            // (`...; version`), is read as 0.0.4, as Prometheus reads it.
             _ => Format::PrometheusText,
         }
     }
@@ -66,6 +70,51 @@ pub fn parse(body: &[u8], format: Format) -> Result<Exposition<'_>, ParseError> 
         Format::PrometheusText => text::parse(body),
         Format::OpenMetrics => openmetrics::parse(body),
     }
+}
+
+/// Parses a scraped body as a Prometheus 2.42 scrape reads it: OpenMetrics
+/// syntax, `# EOF`, UNIT suffixes and exemplar placement are checked, the
+/// spec's other rules (counter suffixes, histogram consistency, grouping,
+/// value ranges, exemplar length) are not; the 0.0.4 format as [`parse`].
+pub fn parse_as_prometheus(body: &[u8], format: Format) -> Result<Exposition<'_>, ParseError> {
+    match format {
+        Format::PrometheusText => text::parse(body),
+        Format::OpenMetrics => openmetrics::parse_as_prometheus(body),
+    }
+}
+
+/// Go's `mime.ParseMediaType` succeeds on `ct`: a `type/subtype` token and
+/// `; key=value` parameters (a value a token or a quoted string), no key
+/// twice. Prometheus reads a body whose content type fails it with the
+/// 0.0.4 parser.
+fn valid_media_type(ct: &str) -> bool {
+    let token =
+        |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?=".contains(&b));
+    let mut parts = ct.split(';');
+    let media = parts.next().unwrap_or("").trim();
+    let Some((t, sub)) = media.split_once('/') else { return false };
+    if !token(t) || !token(sub) {
+        return false;
+    }
+    let mut keys: Vec<String> = Vec::new();
+    for p in parts {
+        let p = p.trim();
+        if p.is_empty() {
+            continue; // a trailing `;`
+        }
+        let Some((k, v)) = p.split_once('=') else { return false };
+        let (k, v) = (k.trim(), v.trim());
+        let quoted = v.len() >= 2 && v.starts_with('"') && v.ends_with('"');
+        if !token(k) || !(quoted || token(v)) {
+            return false;
+        }
+        let k = k.to_ascii_lowercase();
+        if keys.contains(&k) {
+            return false;
+        }
+        keys.push(k);
+    }
+    true
 }
 
 /// A label as parsed: name and unescaped value.
@@ -143,6 +192,23 @@ mod tests {
             Format::OpenMetrics
         );
         assert_eq!(Format::from_content_type(Some("Application/OpenMetrics-Text")), Format::OpenMetrics);
+        // Parameters are not read, but must parse as Go's mime package parses them.
+        for ok in [
+            "application/openmetrics-text; version=abc",
+            "application/openmetrics-text;",
+            "application/openmetrics-text; version=\"1.0.0\"; charset=utf-8",
+        ] {
+            assert_eq!(Format::from_content_type(Some(ok)), Format::OpenMetrics, "{ok}");
+        }
+        for bad in [
+            "application/openmetrics-text; version",
+            "application/openmetrics-text; version=",
+            "application/openmetrics-text version=1",
+            "application/openmetrics-text; a=1; a=2",
+            "application/openmetrics-textx",
+        ] {
+            assert_eq!(Format::from_content_type(Some(bad)), Format::PrometheusText, "{bad}");
+        }
         assert_eq!(Format::from_content_type(Some("application/openmetrics")), Format::PrometheusText);
         assert_eq!(Format::from_content_type(Some("")), Format::PrometheusText);
     }

@@ -19,14 +19,51 @@ use crate::float::{parse_om_number, parse_om_timestamp, seconds_to_ms};
 use crate::lexer::{is_metric_char, scan_label_name, scan_metric_name, scan_quoted, unescape};
 use crate::{Exposition, Family, Label, ParsedSample};
 
+/// The rules of the spec Prometheus 2.42's OpenMetrics parser does not
+/// enforce (it checks syntax, `# EOF`, the UNIT suffix and exemplar
+/// placement, and reads the rest as written); a scrape applies only the
+/// others, so what Prometheus stores is stored.
+const NOT_IN_PROMETHEUS: &[&str] = &[
+    "metadata-before-samples",
+    "repeated-metadata",
+    "name-clash",
+    "unit-not-allowed",
+    "counter-total-suffix",
+    "info-suffix",
+    "stateset-label",
+    "summary-quantile",
+    "bucket-le",
+    "bucket-value-integer",
+    "count-value-integer",
+    "grouping-contiguous",
+    "timestamp-presence",
+    "timestamps-backwards",
+    "stateset-value",
+    "info-value",
+    "quantile-value-negative",
+    "counter-like-nan",
+    "counter-like-negative",
+    "exemplar-too-long",
+];
+
 pub(crate) fn parse(body: &[u8]) -> Result<Exposition<'_>, ParseError> {
+    parse_with(body, false)
+}
+
+/// As a Prometheus 2.42 scrape reads it: the rules in [`NOT_IN_PROMETHEUS`]
+/// are not applied (histograms are not checked either).
+pub(crate) fn parse_as_prometheus(body: &[u8]) -> Result<Exposition<'_>, ParseError> {
+    parse_with(body, true)
+}
+
+fn parse_with(body: &[u8], lenient: bool) -> Result<Exposition<'_>, ParseError> {
     let text = std::str::from_utf8(body).map_err(|e| {
         let at = e.valid_up_to();
         let line = body[..at].iter().filter(|&&b| b == b'\n').count() + 1;
         let col = at - body[..at].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
         ParseError::rule(line, col, "utf8", "body is not valid UTF-8")
     })?;
-    let mut p = Parser { out: Exposition::default(), cur: None, seen_names: HashSet::default(), line: 0 };
+    let mut p = Parser { out: Exposition::default(), cur: None, seen_names: HashSet::default(), line: 0, lenient };
     let content = text.strip_suffix('\n').unwrap_or(text);
     let mut eof = false;
     // An empty body has no lines at all (it is missing `# EOF`, not blank).
@@ -117,6 +154,23 @@ struct Parser<'a> {
     cur: Option<Current<'a>>,
     seen_names: HashSet<String>,
     line: usize,
+    /// Prometheus' reading: the rules it does not enforce are not errors.
+    lenient: bool,
+}
+
+/// A broken rule: an error, unless the parse is lenient and Prometheus does
+/// not enforce the rule.
+fn broken(
+    lenient: bool,
+    line: usize,
+    column: usize,
+    rule: &'static str,
+    reason: impl Into<String>,
+) -> Result<(), ParseError> {
+    if lenient && NOT_IN_PROMETHEUS.contains(&rule) {
+        return Ok(());
+    }
+    Err(ParseError::rule(line, column, rule, reason))
 }
 
 /// A parsed sample line before it is stored.
@@ -179,8 +233,9 @@ impl<'a> Parser<'a> {
             ));
         };
         let same = self.cur.as_ref().is_some_and(|c| c.name == name);
+        let (lenient, line_no) = (self.lenient, self.line);
         if same && self.cur.as_ref().is_some_and(|c| c.has_samples) {
-            return Err(self.fail(1, "metadata-before-samples", format!("{keyword} for {name} after its samples")));
+            broken(lenient, line_no, 1, "metadata-before-samples", format!("{keyword} for {name} after its samples"))?;
         }
         if !same {
             self.finish_family()?;
@@ -196,14 +251,15 @@ impl<'a> Parser<'a> {
         match keyword {
             "HELP" => {
                 if cur.help {
-                    return Err(self.fail(1, "repeated-metadata", format!("second HELP for {name}")));
+                    // Prometheus: the last HELP wins.
+                    broken(lenient, line_no, 1, "repeated-metadata", format!("second HELP for {name}"))?;
                 }
                 cur.help = true;
                 self.out.families[fam].help = Some(unescape(text, true));
             }
             "TYPE" => {
                 if cur.kind.is_some() {
-                    return Err(self.fail(1, "repeated-metadata", format!("second TYPE for {name}")));
+                    broken(lenient, line_no, 1, "repeated-metadata", format!("second TYPE for {name}"))?;
                 }
                 let kind = match text {
                     "counter" => MetricType::Counter,
@@ -215,7 +271,12 @@ impl<'a> Parser<'a> {
                     "stateset" => MetricType::StateSet,
                     "unknown" => MetricType::Unknown,
                     _ => {
-                        return Err(self.fail(col, "metric-type", format!("invalid metric type {text:?}")));
+                        return Err(ParseError::rule(
+                            line_no,
+                            col,
+                            "metric-type",
+                            format!("invalid metric type {text:?}"),
+                        ));
                     }
                 };
                 cur.kind = Some(kind);
@@ -223,10 +284,10 @@ impl<'a> Parser<'a> {
             }
             _ => {
                 if cur.unit.is_some() {
-                    return Err(self.fail(1, "repeated-metadata", format!("second UNIT for {name}")));
+                    broken(lenient, line_no, 1, "repeated-metadata", format!("second UNIT for {name}"))?;
                 }
                 if !text.bytes().all(is_metric_char) {
-                    return Err(self.fail(col, "unit-syntax", format!("invalid unit {text:?}")));
+                    return Err(ParseError::rule(line_no, col, "unit-syntax", format!("invalid unit {text:?}")));
                 }
                 cur.unit = Some(text);
                 self.out.families[fam].unit = Some(Cow::Borrowed(text));
@@ -247,11 +308,13 @@ impl<'a> Parser<'a> {
         for suffix in own.iter().chain(extra) {
             let n = format!("{}{}", cur.name, suffix);
             if self.seen_names.contains(&n) {
-                return Err(self.fail(
+                broken(
+                    self.lenient,
+                    self.line,
                     1,
                     "name-clash",
                     format!("family {} clashes with an earlier family on {n} (or is not contiguous)", cur.name),
-                ));
+                )?;
             }
             self.seen_names.insert(n);
         }
@@ -260,10 +323,16 @@ impl<'a> Parser<'a> {
                 return Err(self.fail(1, "unit-suffix", format!("family {} does not end in _{unit}", cur.name)));
             }
             if matches!(kind, MetricType::Info | MetricType::StateSet) {
-                return Err(self.fail(1, "unit-not-allowed", format!("{} may not have a unit", kind.as_str())));
+                broken(
+                    self.lenient,
+                    self.line,
+                    1,
+                    "unit-not-allowed",
+                    format!("{} may not have a unit", kind.as_str()),
+                )?;
             }
         }
-        if matches!(kind, MetricType::Histogram | MetricType::GaugeHistogram) {
+        if matches!(kind, MetricType::Histogram | MetricType::GaugeHistogram) && !self.lenient {
             self.check_histogram(&cur)?;
         }
         Ok(())
@@ -377,7 +446,11 @@ impl<'a> Parser<'a> {
 
     fn sample(&mut self, line: &'a str) -> Result<(), ParseError> {
         let l = self.sample_line(line)?;
-        let allowed = self.cur.as_ref().is_some_and(|c| c.allows(l.name));
+        // Prometheus reads `foo 1` under `# TYPE foo counter` as foo, a counter.
+        let allowed = self.cur.as_ref().is_some_and(|c| {
+            c.allows(l.name)
+                || (self.lenient && c.name == l.name && matches!(c.kind, Some(MetricType::Counter | MetricType::Info)))
+        });
         if !allowed {
             if let Some(c) = &self.cur {
                 if c.name == l.name && c.kind == Some(MetricType::Counter) {
@@ -403,13 +476,15 @@ impl<'a> Parser<'a> {
         let name = cur.name;
         let kind = cur.kind();
         let suffix = &l.name[name.len()..];
-        let fail = |rule: &'static str, reason: String| ParseError::rule(self.line, 1, rule, reason);
+        let (lenient, line_no) = (self.lenient, self.line);
+        let fail = |rule: &'static str, reason: String| ParseError::rule(line_no, 1, rule, reason);
+        let check = |rule: &'static str, reason: String| broken(lenient, line_no, 1, rule, reason);
 
         let mut skip: Option<&str> = None;
         match kind {
             MetricType::StateSet => {
                 if get(&l.labels, name).is_none() {
-                    return Err(fail("stateset-label", format!("stateset sample without a {name} label")));
+                    check("stateset-label", format!("stateset sample without a {name} label"))?;
                 }
                 skip = Some(name);
             }
@@ -418,7 +493,7 @@ impl<'a> Parser<'a> {
                 match q {
                     Some((text, Ok(q))) if (0.0..=1.0).contains(&q) && !(q.is_infinite() && text != "+Inf") => {}
                     _ => {
-                        return Err(fail("summary-quantile", "quantile label missing or not in [0, 1]".into()));
+                        check("summary-quantile", "quantile label missing or not in [0, 1]".into())?;
                     }
                 }
                 skip = Some("quantile");
@@ -428,11 +503,11 @@ impl<'a> Parser<'a> {
                 match le {
                     Some((t, Ok(v))) if !(v.is_nan() || v.is_infinite() && t != "+Inf") => {}
                     _ => {
-                        return Err(fail("bucket-le", "bucket le label missing, NaN or not canonical".into()));
+                        check("bucket-le", "bucket le label missing, NaN or not canonical".into())?;
                     }
                 }
                 if !is_integral(l.value) {
-                    return Err(fail("bucket-value-integer", "bucket value must be an integer".into()));
+                    check("bucket-value-integer", "bucket value must be an integer".into())?;
                 }
                 skip = Some("le");
             }
@@ -442,7 +517,7 @@ impl<'a> Parser<'a> {
             && matches!(kind, MetricType::Histogram | MetricType::GaugeHistogram | MetricType::Summary)
             && !is_integral(l.value)
         {
-            return Err(fail("count-value-integer", "count must be an integer".into()));
+            check("count-value-integer", "count must be an integer".into())?;
         }
 
         // Grouping: a family's label sets must each be contiguous, and within
@@ -450,17 +525,17 @@ impl<'a> Parser<'a> {
         let key = if kind == MetricType::Info { String::new() } else { group_key(&l.labels, skip) };
         let same_group = cur.group.as_ref() == Some(&key);
         if cur.group.is_some() && !same_group && cur.seen_groups.contains(&key) {
-            return Err(fail("grouping-contiguous", format!("label set of {name} is not contiguous")));
+            check("grouping-contiguous", format!("label set of {name} is not contiguous"))?;
         }
         if same_group {
             if l.ts.is_none() != cur.group_ts.is_none() {
-                return Err(fail("timestamp-presence", "timestamps present on only part of a group".into()));
+                check("timestamp-presence", "timestamps present on only part of a group".into())?;
             }
             if let (Some(prev), Some(ts)) = (cur.group_ts, l.ts)
                 && prev > ts
                 && kind != MetricType::Info
             {
-                return Err(fail("timestamps-backwards", "timestamp went backwards within a group".into()));
+                check("timestamps-backwards", "timestamp went backwards within a group".into())?;
             }
         } else {
             cur.group_series.clear();
@@ -474,26 +549,30 @@ impl<'a> Parser<'a> {
 
         match kind {
             MetricType::StateSet if l.value != 0.0 && l.value != 1.0 => {
-                return Err(fail("stateset-value", "stateset values must be 0 or 1".into()));
+                check("stateset-value", "stateset values must be 0 or 1".into())?;
             }
             MetricType::Info if l.value != 1.0 => {
-                return Err(fail("info-value", "info values must be 1".into()));
+                check("info-value", "info values must be 1".into())?;
             }
             MetricType::Summary if suffix.is_empty() && l.value < 0.0 => {
-                return Err(fail("quantile-value-negative", "quantile values may not be negative".into()));
+                check("quantile-value-negative", "quantile values may not be negative".into())?;
             }
             _ => {}
         }
         if matches!(suffix, "_total" | "_sum" | "_count" | "_bucket" | "_gcount" | "_gsum") && l.value.is_nan() {
-            return Err(fail("counter-like-nan", format!("{suffix} may not be NaN")));
+            check("counter-like-nan", format!("{suffix} may not be NaN"))?;
         }
         if matches!(suffix, "_total" | "_sum" | "_count" | "_bucket" | "_gcount") && l.value < 0.0 {
-            return Err(fail("counter-like-negative", format!("{suffix} may not be negative")));
+            check("counter-like-negative", format!("{suffix} may not be negative"))?;
         }
         if l.exemplar {
-            let ok = (matches!(kind, MetricType::Histogram | MetricType::GaugeHistogram)
-                && l.name.ends_with("_bucket"))
-                || (kind == MetricType::Counter && l.name.ends_with("_total"));
+            let ok = if lenient {
+                // Prometheus: by the sample's name alone.
+                l.name.ends_with("_bucket") || l.name.ends_with("_total")
+            } else {
+                (matches!(kind, MetricType::Histogram | MetricType::GaugeHistogram) && l.name.ends_with("_bucket"))
+                    || (kind == MetricType::Counter && l.name.ends_with("_total"))
+            };
             if !ok {
                 return Err(fail(
                     "exemplar-placement",
@@ -558,11 +637,13 @@ impl<'a> Parser<'a> {
             pos = self.label_set(line, pos + 3, &mut ex, "exemplar-syntax")?;
             let chars: usize = ex.iter().map(|(n, v)| n.chars().count() + v.chars().count()).sum();
             if chars > 128 {
-                return Err(self.fail(
+                broken(
+                    self.lenient,
+                    self.line,
                     pos,
                     "exemplar-too-long",
                     format!("exemplar labels have {chars} code points (at most 128)"),
-                ));
+                )?;
             }
             let (v, next) = self.token(line, pos, "exemplar-syntax")?;
             parse_om_number(v.as_bytes())
@@ -607,6 +688,7 @@ impl<'a> Parser<'a> {
         if b.get(i) == Some(&b'}') {
             return Ok(i + 1);
         }
+        let mut seen: HashSet<Cow<'a, str>> = HashSet::default();
         loop {
             let end = scan_label_name(b, i);
             if end == i {
@@ -616,7 +698,16 @@ impl<'a> Parser<'a> {
             if name == "__name__" {
                 return Err(self.fail(i + 1, rule, "__name__ may not be a label"));
             }
-            if out.iter().any(|(n, _)| n == name) {
+            // A set for long label lists: a hostile line must not cost n².
+            let repeated = if out.len() < 16 {
+                out.iter().any(|(n, _)| n == name)
+            } else {
+                if seen.is_empty() {
+                    seen.extend(out.iter().map(|(n, _)| n.clone()));
+                }
+                !seen.insert(Cow::Borrowed(name))
+            };
+            if repeated {
                 return Err(self.fail(i + 1, "duplicate-label", format!("label {name} repeated")));
             }
             if b.get(end) != Some(&b'=') || b.get(end + 1) != Some(&b'"') {

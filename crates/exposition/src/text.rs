@@ -378,17 +378,27 @@ impl<'a> Parser<'a> {
         if labels.len() < 2 {
             return Ok(());
         }
+        // Sorted by name, repeats are neighbours: linear after the sort, so a
+        // hostile line with tens of thousands of labels costs n log n, not n².
+        let mut order: Vec<u32> = (0..labels.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| labels[a as usize].0.cmp(&labels[b as usize].0));
         let mut dup: Option<&str> = None;
         let mut dup_with_empty = false;
-        for (i, (n, _)) in labels.iter().enumerate() {
-            if labels[..i].iter().any(|(m, _)| m == n) {
-                let any_empty = labels.iter().any(|(m, v)| m == n && v.is_empty());
-                if !any_empty {
-                    dup = Some(n);
-                    break;
-                }
-                dup_with_empty = true;
+        let mut i = 0;
+        while i < order.len() {
+            let name = &labels[order[i] as usize].0;
+            let mut j = i + 1;
+            while j < order.len() && labels[order[j] as usize].0 == *name {
+                j += 1;
             }
+            if j - i > 1 {
+                if order[i..j].iter().any(|&k| labels[k as usize].1.is_empty()) {
+                    dup_with_empty = true;
+                } else if dup.is_none() {
+                    dup = Some(name);
+                }
+            }
+            i = j;
         }
         if let Some(n) = dup {
             return Err(self.err(at, format!("label name {n:?} is not unique")));
@@ -397,13 +407,15 @@ impl<'a> Parser<'a> {
             // 2.42 deletes every label of a name that has an empty value; keep
             // one empty occurrence so consumers drop the name the same way.
             let mut kept: Vec<Label<'a>> = Vec::new();
+            let mut at_name: HashMap<Cow<'a, str>, usize> = HashMap::default();
             for (n, v) in self.out.labels.drain(start..) {
-                if let Some(k) = kept.iter_mut().find(|(m, _)| *m == n) {
+                if let Some(&k) = at_name.get(&n) {
                     if v.is_empty() {
-                        k.1 = v;
+                        kept[k].1 = v;
                     }
                     continue;
                 }
+                at_name.insert(n.clone(), kept.len());
                 kept.push((n, v));
             }
             self.out.labels.extend(kept);

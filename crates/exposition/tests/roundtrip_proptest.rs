@@ -151,7 +151,10 @@ proptest! {
         for (g, p) in expected.iter().zip(&e.samples) {
             prop_assert_eq!(&g.name, &p.name);
             prop_assert!(same_value(g.value, p.value), "{} vs {}", g.value, p.value);
-            prop_assert_eq!(g.ts_ms, p.timestamp_ms);
+            // As Prometheus converts `s.mmm`: int64(float(s.mmm) * 1000),
+            // which can land a millisecond low (136914333.309 -> ...308).
+            let go = g.ts_ms.map(|ts| (format!("{}.{:03}", ts / 1000, ts % 1000).parse::<f64>().unwrap() * 1000.0) as i64);
+            prop_assert_eq!(go, p.timestamp_ms);
             prop_assert_eq!(p.kind, MetricType::Gauge);
             let f = &e.families[p.family.unwrap() as usize];
             prop_assert_eq!(f.help.as_deref(), Some("help \\ \n \" text"));

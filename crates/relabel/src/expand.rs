@@ -37,8 +37,9 @@ pub(crate) fn expand(dst: &mut String, template: &str, re: &Regex, caps: &Captur
                 }
             }
             None => {
-                let found =
-                    re.capture_names().enumerate().find_map(|(i, n)| if n == Some(name) { caps.get(i) } else { None });
+                let found = re.capture_names().enumerate().find_map(|(i, n)| {
+                    if n.map(crate::goregex::original_name) == Some(name) { caps.get(i) } else { None }
+                });
                 if let Some(m) = found {
                     dst.push_str(m.as_str());
                 }
@@ -104,6 +105,17 @@ mod tests {
         let mut out = String::new();
         expand(&mut out, template, &re, &caps);
         out
+    }
+
+    #[test]
+    fn a_repeated_name_is_the_first_group_that_matched() {
+        let re = Regex::new(&crate::goregex::translate(r"^(?:(?P<m>GET) .*|(?P<m>POST) .*)$").unwrap()).unwrap();
+        for (input, want) in [("GET /a", "GET"), ("POST /b", "POST")] {
+            let caps = re.captures(input).unwrap();
+            let mut out = String::new();
+            expand(&mut out, "${m}", &re, &caps);
+            assert_eq!(out, want);
+        }
     }
 
     #[test]

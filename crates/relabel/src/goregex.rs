@@ -20,6 +20,17 @@
 //!   `(?<name>...)`, the `x`, `u` and `R` flags, unknown escapes, repetition
 //!   counts above 1000.
 
+/// The suffix a repeated group name gets (see `translate_group_flags`).
+pub(crate) const DUP: &str = "__go_dup_";
+
+/// A group's name as written in the Go pattern.
+pub(crate) fn original_name(n: &str) -> &str {
+    match n.rfind(DUP) {
+        Some(p) if n[p + DUP.len()..].chars().all(|c| c.is_ascii_digit()) => &n[..p],
+        _ => n,
+    }
+}
+
 /// Go's `\s`: `[\t\n\f\r ]` (no `\v`).
 const SPACE: &str = r"\t\n\x0C\r ";
 const DIGIT: &str = "0-9";
@@ -32,6 +43,7 @@ pub(crate) fn translate(pattern: &str) -> Result<String, String> {
     let mut out = String::with_capacity(pattern.len() + 16);
     let mut i = 0;
     let mut in_class = false;
+    let mut names: Vec<String> = Vec::new();
     while i < chars.len() {
         let c = chars[i];
         if c == '\\' {
@@ -93,7 +105,7 @@ pub(crate) fn translate(pattern: &str) -> Result<String, String> {
                 out.push('(');
                 i += 1;
                 if chars.get(i) == Some(&'?') {
-                    i = translate_group_flags(&chars, i, &mut out)?;
+                    i = translate_group_flags(&chars, i, &mut out, &mut names)?;
                 }
             }
             '{' => match parse_repeat(&chars, i) {
@@ -232,7 +244,9 @@ fn translate_escape(chars: &[char], i: usize, in_class: bool, out: &mut String) 
             }
             out.push_str(&format!(r"\x{{{value:X}}}"));
         }
-        c if c.is_ascii_punctuation() => push_literal(c, out),
+        // Go: any ASCII character but a letter or digit escapes to itself
+        // (`\ `, `\_`, `\-`).
+        c if c.is_ascii() && !c.is_ascii_alphanumeric() => push_literal(c, out),
         c => return Err(format!("invalid escape sequence: `\\{c}`")),
     }
     Ok(next)
@@ -248,15 +262,31 @@ fn push_literal(c: char, out: &mut String) {
 }
 
 /// Handles `(?` at `chars[i] == '?'`; returns the index after what it copied.
-fn translate_group_flags(chars: &[char], i: usize, out: &mut String) -> Result<usize, String> {
+fn translate_group_flags(chars: &[char], i: usize, out: &mut String, names: &mut Vec<String>) -> Result<usize, String> {
     match chars.get(i + 1) {
         Some('P') => {
             // `(?P<name>`: supported by both. `(?P=name)` (backreference) is not.
             if chars.get(i + 2) != Some(&'<') {
                 return Err("invalid or unsupported Perl syntax: `(?P`".into());
             }
-            out.push_str("?P");
-            Ok(i + 2)
+            let start = i + 3;
+            let end = (start..chars.len()).find(|&j| chars[j] == '>').ok_or("invalid named capture: `(?P<`")?;
+            let name: String = chars[start..end].iter().collect();
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(format!("invalid named capture: `(?P<{name}>`"));
+            }
+            // Go allows a name on several groups (`${name}` is the first of
+            // them that matched); the regex crate does not: later ones get
+            // a suffix that `expand` reads through.
+            let n = names.iter().filter(|x| **x == name).count();
+            out.push_str("?P<");
+            out.push_str(&name);
+            if n > 0 {
+                out.push_str(&format!("{DUP}{n}"));
+            }
+            out.push('>');
+            names.push(name);
+            Ok(end + 1)
         }
         Some(':') => {
             out.push_str("?:");
@@ -363,6 +393,18 @@ mod tests {
         assert!(full(r"\101").is_match("A"));
         assert!(full(r"\p{Greek}+").is_match("αβ"));
         assert!(full(r"\x{1F600}\x41").is_match("\u{1F600}A"));
+    }
+
+    #[test]
+    fn escaped_space_and_repeated_group_names() {
+        // Go 1.19's regexp/syntax: an escaped ASCII non-alphanumeric is itself.
+        assert!(full(r"GET\ /v1").is_match("GET /v1"));
+        assert!(full(r"a\_b").is_match("a_b"));
+        // A name on two groups compiles (the regex crate alone refuses it).
+        let re = full(r"(?P<m>GET) .*|(?P<m>POST) .*");
+        assert!(re.is_match("POST /x"));
+        assert!(translate("(?P<>a)").is_err());
+        assert!(translate("(?P<a-b>a)").is_err());
     }
 
     #[test]

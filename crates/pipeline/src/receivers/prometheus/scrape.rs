@@ -314,8 +314,8 @@ impl ScrapeLoop {
                     "scrape failed: {}", e.message
                 );
                 m.error(e.reason);
-                series = cache.stale_all(ts);
-                (0.0, ScrapeStats::default())
+                series = cache.failed(ts);
+                (0.0, e.stats.unwrap_or_default())
             }
         };
         m.up.set(up);

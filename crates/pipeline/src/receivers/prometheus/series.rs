@@ -17,10 +17,14 @@ use std::time::Instant;
 pub struct ScrapeFailure {
     pub reason: &'static str,
     pub message: String,
+    /// What the failed scrape read before it failed, reported as Prometheus
+    /// reports it (`scrape_samples_scraped` and the others are not 0 when
+    /// the body was read); `None` when no body was read.
+    pub stats: Option<ScrapeStats>,
 }
 
 pub(super) fn fail(reason: &'static str, message: impl Into<String>) -> ScrapeFailure {
-    ScrapeFailure { reason, message: message.into() }
+    ScrapeFailure { reason, message: message.into(), stats: None }
 }
 
 struct CacheEntry {
@@ -32,10 +36,14 @@ struct CacheEntry {
     seen: u64,
     /// Series with explicit timestamps get no staleness markers.
     track_staleness: bool,
+    /// The timestamp of the sample forwarded this scrape: the same series
+    /// again in the body is forwarded only with a later one (Prometheus
+    /// keeps the first of equal timestamps and drops one going back).
+    last_ts: i64,
 }
 
 /// What one scrape produced (before report series).
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct ScrapeStats {
     pub scraped: u64,
     pub post_relabel: u64,
@@ -75,8 +83,25 @@ impl SeriesCache {
         self.len() == 0
     }
 
+    /// A failed scrape, as Prometheus ends one: stale markers at `ts` for
+    /// the series of the last scrape the failed one did not reach; the
+    /// cache keeps every series (so the next scrape does not count them as
+    /// added again) and the series it reached become "the last scrape".
+    pub fn failed(&mut self, ts: i64) -> Vec<Series> {
+        let prev = self.scrape_id;
+        let out = self
+            .entries
+            .values()
+            .filter(|e| e.seen == prev && e.track_staleness && !e.shadowed)
+            .filter_map(|e| e.out.clone())
+            .map(|labels| Series { labels, samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }] })
+            .collect();
+        self.scrape_id = prev + 1;
+        out
+    }
+
     /// Stale markers at `ts` for every series of the last scrape; empties
-    /// the cache (a failed scrape or a target that goes away).
+    /// the cache (a target that goes away).
     pub fn stale_all(&mut self, ts: i64) -> Vec<Series> {
         let prev = self.scrape_id;
         let out = self
@@ -178,95 +203,111 @@ pub fn build_series(
     });
     let format =
         if !known && job.fallback_openmetrics { Format::OpenMetrics } else { Format::from_content_type(content_type) };
-    let exp = infertel_exposition::parse(body, format).map_err(|e| fail("parse", format!("parse error: {e}")))?;
+    // A parse error fails the scrape after what came before the bad line
+    // was read, as Prometheus appends line by line: the counts report it.
+    let prefix: Vec<u8>;
+    let (exp, parse_error) = match infertel_exposition::parse_as_prometheus(body, format) {
+        Ok(exp) => (exp, None),
+        Err(e) => {
+            prefix = readable_prefix(body, e.line, format);
+            let failure = fail("parse", format!("parse error: {e}"));
+            match infertel_exposition::parse_as_prometheus(&prefix, format) {
+                Ok(exp) => (exp, Some(failure)),
+                Err(_) => return Err(failure),
+            }
+        }
+    };
     let id = cache.scrape_id + 1;
     let mut stats = ScrapeStats { scraped: exp.samples.len() as u64, ..Default::default() };
-    let mut inserted: Vec<u128> = Vec::new();
-    let mut touched: Vec<u128> = Vec::new();
     let check_collisions = !job.metric_relabel.is_empty();
     let start_len = out.len();
-    let result = (|| {
-        for s in &exp.samples {
-            let raw = exp.labels(s);
-            let scratch = &mut cache.scratch;
-            scratch.clear();
-            scratch.extend_from_slice(s.name.as_bytes());
-            for (n, v) in raw {
-                scratch.push(0xff);
-                scratch.extend_from_slice(n.as_bytes());
-                scratch.push(0xfe);
-                scratch.extend_from_slice(v.as_bytes());
+    let mut failure: Option<ScrapeFailure> = None;
+    let mut over_limit = false;
+    for (i, s) in exp.samples.iter().enumerate() {
+        let raw = exp.labels(s);
+        let scratch = &mut cache.scratch;
+        scratch.clear();
+        scratch.extend_from_slice(s.name.as_bytes());
+        for (n, v) in raw {
+            scratch.push(0xff);
+            scratch.extend_from_slice(n.as_bytes());
+            scratch.push(0xfe);
+            scratch.extend_from_slice(v.as_bytes());
+        }
+        let key = xxhash_rust::xxh3::xxh3_128(scratch);
+        let explicit_ts = job.honor_timestamps && s.timestamp_ms.is_some();
+        let sample_ts = if explicit_ts { s.timestamp_ms.unwrap_or(ts) } else { ts };
+        // (labels, new to the cache, shadowed, already forwarded this scrape at ts)
+        let (labels, new, shadowed, earlier) = match cache.entries.get_mut(&key) {
+            Some(e) => {
+                let again = e.seen == id;
+                let earlier = again.then_some(e.last_ts);
+                e.seen = id;
+                (e.out.clone(), false, e.shadowed, earlier)
             }
-            let key = xxhash_rust::xxh3::xxh3_128(scratch);
-            let explicit_ts = job.honor_timestamps && s.timestamp_ms.is_some();
-            let sample_ts = if explicit_ts { s.timestamp_ms.unwrap_or(ts) } else { ts };
-            let labels: Option<Labels> = match cache.entries.get_mut(&key) {
-                Some(e) => {
-                    if e.seen == id {
-                        // The same series twice in one body: Prometheus keeps the first.
-                        stats.duplicates += 1;
-                        continue;
+            None => {
+                let labels = match finish_labels(&s.name, raw, target, job) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        // Prometheus stops at the series: it counts as read.
+                        stats.scraped = i as u64 + 1;
+                        failure = Some(e);
+                        break;
                     }
-                    e.seen = id;
-                    touched.push(key);
-                    if e.shadowed {
-                        stats.duplicates += 1;
-                        continue;
-                    }
-                    e.out.clone()
-                }
-                None => {
-                    let labels = finish_labels(&s.name, raw, target, job)?;
-                    if labels.is_some() {
-                        stats.series_added += 1;
-                    }
-                    let mut shadowed = false;
-                    if check_collisions && let Some(l) = &labels {
-                        match cache.owners.get(l) {
-                            Some(owner) if *owner != key => shadowed = true,
-                            _ => {
-                                cache.owners.insert(l.clone(), key);
-                            }
+                };
+                let mut shadowed = false;
+                if check_collisions && let Some(l) = &labels {
+                    match cache.owners.get(l) {
+                        Some(owner) if *owner != key => shadowed = true,
+                        _ => {
+                            cache.owners.insert(l.clone(), key);
                         }
                     }
-                    cache.entries.insert(
-                        key,
-                        CacheEntry { out: labels.clone(), shadowed, seen: id, track_staleness: !explicit_ts },
-                    );
-                    inserted.push(key);
-                    if shadowed {
-                        stats.duplicates += 1;
-                        continue;
-                    }
-                    labels
                 }
-            };
-            let Some(labels) = labels else { continue };
-            stats.post_relabel += 1;
-            if job.sample_limit > 0 && stats.post_relabel > job.sample_limit {
-                return Err(fail(
-                    "sample_limit",
-                    format!("sample_limit exceeded: more than {} samples", job.sample_limit),
-                ));
+                cache.entries.insert(
+                    key,
+                    CacheEntry {
+                        out: labels.clone(),
+                        shadowed,
+                        seen: id,
+                        track_staleness: !explicit_ts,
+                        last_ts: i64::MIN,
+                    },
+                );
+                (labels, true, shadowed, None)
             }
-            out.push(Series { labels, samples: vec![Sample { timestamp_ms: sample_ts, value: s.value }] });
+        };
+        // Dropped by metric relabeling: read, not kept.
+        let Some(labels) = labels else { continue };
+        stats.post_relabel += 1;
+        if job.sample_limit > 0 && stats.post_relabel > job.sample_limit {
+            // Prometheus reads on to the end, counting, then fails.
+            over_limit = true;
+            continue;
         }
-        Ok(())
-    })();
-    if let Err(e) = result {
-        // Roll back: nothing from a failed scrape is forwarded, and the cache
-        // is as it was.
+        if new {
+            stats.series_added += 1;
+        }
+        // The same series twice (in the body, or made equal by relabeling):
+        // the first of one timestamp is kept, as Prometheus' TSDB keeps it;
+        // a later explicit timestamp is a sample of its own.
+        if shadowed || earlier.is_some_and(|t| sample_ts <= t) {
+            stats.duplicates += 1;
+            continue;
+        }
+        if let Some(e) = cache.entries.get_mut(&key) {
+            e.last_ts = sample_ts;
+        }
+        out.push(Series { labels, samples: vec![Sample { timestamp_ms: sample_ts, value: s.value }] });
+    }
+    if failure.is_none() && over_limit {
+        failure = Some(fail("sample_limit", format!("sample_limit exceeded: more than {} samples", job.sample_limit)));
+    }
+    if let Some(mut e) = failure.or(parse_error) {
+        // Nothing of a failed scrape is forwarded; the series it read stay
+        // known (Prometheus keeps them in its scrape cache).
         out.truncate(start_len);
-        for key in inserted {
-            if let Some(CacheEntry { out: Some(l), shadowed: false, .. }) = cache.entries.remove(&key) {
-                cache.owners.remove(&l);
-            }
-        }
-        for key in touched {
-            if let Some(e) = cache.entries.get_mut(&key) {
-                e.seen = id - 1;
-            }
-        }
+        e.stats = Some(stats);
         return Err(e);
     }
     // Series of the previous scrape that did not come back go stale.
@@ -315,6 +356,43 @@ pub fn build_series(
     Ok(stats)
 }
 
+/// The lines of `body` before line `bad` (1-based), as a body the parser
+/// reads (OpenMetrics gets its `# EOF`): what a scrape had read when it
+/// failed there.
+fn readable_prefix(body: &[u8], bad: usize, format: Format) -> Vec<u8> {
+    let mut end = 0;
+    for _ in 1..bad {
+        match body[end..].iter().position(|&b| b == b'\n') {
+            Some(p) => end += p + 1,
+            None => {
+                end = body.len();
+                break;
+            }
+        }
+    }
+    let mut prefix = body[..end].to_vec();
+    if format == Format::OpenMetrics {
+        if !prefix.is_empty() && !prefix.ends_with(b"\n") {
+            prefix.push(b'\n');
+        }
+        prefix.extend_from_slice(b"# EOF\n");
+    }
+    prefix
+}
+
+/// Prometheus 2.42's `model.IsValidMetricName`.
+fn valid_metric_name(n: &str) -> bool {
+    let mut b = n.bytes();
+    b.next().is_some_and(|c| c.is_ascii_alphabetic() || c == b'_' || c == b':')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
+}
+
+/// Prometheus 2.42's `LabelName.IsValid`.
+fn valid_label_name(n: &str) -> bool {
+    let mut b = n.bytes();
+    b.next().is_some_and(|c| c.is_ascii_alphabetic() || c == b'_') && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
 fn finish_labels(
     name: &str,
     raw: &[(std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>)],
@@ -334,9 +412,29 @@ fn finish_labels(
     }
     let mut v = attach_target_labels(v, &target.labels, job.honor_labels);
     let labels = Labels::from_vec(std::mem::take(&mut v));
+    let relabeled = !job.metric_relabel.is_empty();
     let Some(labels) = job.metric_relabel.process(&labels) else { return Ok(None) };
+    // Relabeling that removed every label drops the series, silently.
+    if labels.is_empty() {
+        return Ok(None);
+    }
     if labels.metric_name().is_empty() {
-        return Err(fail("invalid_labels", format!("series {name}: no metric name (__name__) after relabeling")));
+        return Err(fail(
+            "invalid_labels",
+            format!("series {name}: missing metric name (__name__ label) after relabeling"),
+        ));
+    }
+    // After relabeling the names must be valid, as Prometheus 2.42 checks
+    // them (`labels.IsValid`); names as scraped are the parser's business
+    // (it accepts Prometheus 3's quoted UTF-8 names).
+    if relabeled {
+        let scraped = |n: &str| raw.iter().any(|(r, _)| r == n);
+        let bad_name = labels.metric_name() != name && !valid_metric_name(labels.metric_name());
+        let bad_label =
+            labels.iter().any(|l| &*l.name != METRIC_NAME && !valid_label_name(&l.name) && !scraped(&l.name));
+        if bad_name || bad_label {
+            return Err(fail("invalid_labels", format!("invalid metric name or label names: {labels}")));
+        }
     }
     // As Prometheus' verifyLabelLimits: `__name__` counts, external labels
     // (which Prometheus adds at send time) do not.
@@ -425,14 +523,43 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_scrape_forwards_nothing_and_marks_everything_stale() {
+    fn a_failed_scrape_forwards_nothing_and_marks_what_it_did_not_reach() {
         let (j, mut c) = (job(""), SeriesCache::default());
         scrape("a 1\nb 2\n", 1000, &j, &mut c).unwrap();
         let e = scrape("a 1\nb{ 2\n", 2000, &j, &mut c).unwrap_err();
         assert_eq!(e.reason, "parse");
-        let stale = c.stale_all(2000);
-        assert_eq!(stale.len(), 2, "the failed scrape left the cache as it was");
-        assert!(c.is_empty());
+        // As Prometheus reports it: the line before the bad one was read.
+        assert_eq!(e.stats, Some(ScrapeStats { scraped: 1, post_relabel: 1, ..Default::default() }));
+        // b was not reached: it ends; a was, and has a gap instead.
+        let stale = c.failed(2000);
+        assert_eq!(names(&stale), ["b{instance=\"h:1\",job=\"j\"}"]);
+        // The cache still knows both: the next scrape adds nothing.
+        let (_, st) = scrape("a 1\nb 2\n", 3000, &j, &mut c).unwrap();
+        assert_eq!(st.series_added, 0, "no spike after a failed scrape");
+    }
+
+    #[test]
+    fn sample_limit_reads_to_the_end_and_counts_as_prometheus() {
+        let j = JobSettings { sample_limit: 2, ..job("") };
+        let mut c = SeriesCache::default();
+        let e = scrape("a 1\nb 2\nc 3\nd 4\n", 1000, &j, &mut c).unwrap_err();
+        assert_eq!(e.reason, "sample_limit");
+        assert_eq!(e.stats, Some(ScrapeStats { scraped: 4, post_relabel: 4, series_added: 2, duplicates: 0 }));
+        let e = scrape("a 1\nb 2\nc 3\nd 4\n", 2000, &j, &mut c).unwrap_err();
+        assert_eq!(e.stats.map(|s| s.series_added), Some(0));
+    }
+
+    #[test]
+    fn invalid_names_after_relabeling_fail_and_an_emptied_series_is_dropped() {
+        let j = job("- {source_labels: [__name__], regex: b, target_label: __name__, replacement: 1abc}");
+        let e = scrape("a 1\nb 2\nc 3\n", 1000, &j, &mut SeriesCache::default()).unwrap_err();
+        assert_eq!(e.reason, "invalid_labels");
+        assert!(e.message.contains("invalid metric name or label names"), "{}", e.message);
+        assert_eq!(e.stats.map(|s| (s.scraped, s.post_relabel)), Some((2, 1)));
+        let j = job("- {action: labeldrop, regex: '.*'}");
+        let (out, st) = scrape("a 1\nb 2\n", 1000, &j, &mut SeriesCache::default()).unwrap();
+        assert!(out.is_empty());
+        assert_eq!((st.scraped, st.post_relabel), (2, 0));
     }
 
     #[test]

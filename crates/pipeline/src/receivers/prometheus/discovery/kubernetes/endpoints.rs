@@ -242,7 +242,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn objects() -> (BTreeMap<String, Arc<Service>>, BTreeMap<String, Arc<Pod>>, BTreeMap<String, Arc<Node>>) {
+    type By<K> = BTreeMap<String, Arc<K>>;
+
+    fn objects() -> (By<Service>, By<Pod>, By<Node>) {
         let svc: Service = serde_json::from_value(json!({
             "metadata": {"name": "dcgm-exporter", "namespace": "gpu-operator", "labels": {"app": "nvidia-dcgm-exporter"}},
             "spec": {"ports": [{"name": "gpu-metrics", "port": 9400}]}

@@ -269,6 +269,7 @@ impl ScrapeLoop {
             Some(e) => Err(fail("target_limit", e)),
             None => self.fetch(buf).await,
         };
+        cache.deadline = Some(start + self.target.timeout);
         let result = match fetched {
             Ok(ct) => build_series(
                 buf,

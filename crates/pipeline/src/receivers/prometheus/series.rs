@@ -72,6 +72,10 @@ pub struct SeriesCache {
     scrape_id: u64,
     pub(super) last_metadata: Option<Instant>,
     pub(super) warned_duplicates: bool,
+    /// When the scrape in progress times out: parsing counts against the
+    /// scrape timeout, so a hostile body fails it instead of holding a
+    /// worker past it.
+    pub(super) deadline: Option<Instant>,
 }
 
 impl SeriesCache {
@@ -217,6 +221,11 @@ pub fn build_series(
             }
         }
     };
+    if let Some(d) = cache.deadline
+        && Instant::now() > d
+    {
+        return Err(fail("timeout", "scrape timed out while parsing the body (parsing counts against scrape_timeout)"));
+    }
     let id = cache.scrape_id + 1;
     let mut stats = ScrapeStats { scraped: exp.samples.len() as u64, ..Default::default() };
     let check_collisions = !job.metric_relabel.is_empty();
@@ -536,6 +545,17 @@ mod tests {
         // The cache still knows both: the next scrape adds nothing.
         let (_, st) = scrape("a 1\nb 2\n", 3000, &j, &mut c).unwrap();
         assert_eq!(st.series_added, 0, "no spike after a failed scrape");
+    }
+
+    #[test]
+    fn parsing_counts_against_the_scrape_timeout() {
+        let (j, mut c) = (job(""), SeriesCache::default());
+        c.deadline = Some(Instant::now());
+        std::thread::sleep(Duration::from_millis(2));
+        let e = scrape("a 1\n", 1000, &j, &mut c).unwrap_err();
+        assert_eq!(e.reason, "timeout");
+        c.deadline = Some(Instant::now() + Duration::from_secs(60));
+        assert!(scrape("a 1\n", 2000, &j, &mut c).is_ok());
     }
 
     #[test]

@@ -258,3 +258,39 @@ fn validate_takes_a_prometheus_file() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("rule_files: ignored"), "{out}");
 }
+
+/// `validate` reports every error of a config in one run, each at its
+/// file:line:column with its YAML path: serde's first, and the others
+/// found component by component and job by job.
+#[test]
+fn validate_names_every_error_with_its_line() {
+    let text = std::fs::read_to_string(repo_dir().join("tests/fixtures/every-error.yaml")).unwrap();
+    let (code, out) = validate(&text);
+    assert_eq!(code, 78, "{out}");
+    let errors: Vec<&str> = out.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(errors.len(), 4, "{out}");
+    // Where each is, read off the fixture (1-based line:column).
+    for (at, path, what) in [
+        (":8:11: ", "receivers.prometheus.config.scrape_configs[1]", "unknown field `scrape_intervall`"),
+        (":11:25: ", "receivers.prometheus.config.scrape_configs[2]", "invalid type: string \"lots\""),
+        (":15:14: ", "processors.batch", "invalid duration \"soon\""),
+        (":19:5: ", "exporters.prometheusremotewrite", "unknown field `retry_on_failur`"),
+    ] {
+        assert!(
+            errors.iter().any(|e| e.contains(at) && e.contains(path) && e.contains(what)),
+            "{at} {path} {what}:\n{out}"
+        );
+    }
+    assert!(out.contains("invalid configuration (4 errors)"), "{out}");
+    // Semantic errors too: every bad job, not the first.
+    let jobs = "receivers:\n  prometheus:\n    config:\n      scrape_configs:\n        - job_name: a\n          scrape_interval: 5s\n          scrape_timeout: 10s\n          static_configs: [{targets: ['h:1']}]\n        - job_name: b\n          static_configs: [{targets: ['h:1']}]\n          relabel_configs:\n            - {action: hashmod, target_label: x}\n        - job_name: a\n          static_configs: [{targets: ['h:2']}]\nexporters:\n  debug: {}\nservice:\n  pipelines:\n    metrics: {receivers: [prometheus], exporters: [debug]}\n";
+    let (code, out) = validate(jobs);
+    assert_eq!(code, 78, "{out}");
+    for (at, what) in [
+        (":5:9: ", "greater than scrape_interval"),
+        (":9:9: ", "hashmod"),
+        (":13:11: ", "multiple scrape configs with job name \"a\""),
+    ] {
+        assert!(out.lines().any(|l| l.contains(at) && l.contains(what)), "{at} {what}:\n{out}");
+    }
+}

@@ -12,6 +12,7 @@
 pub mod duration;
 pub mod env;
 pub mod id;
+mod issues;
 pub mod prometheus_file;
 
 use crate::exporters::ExporterConfig;
@@ -298,9 +299,12 @@ fn load_expanded(
             if !errors.is_empty() {
                 return Err(Refused { errors, warnings });
             }
-            let config: Config = match serde_yaml::from_value(translated) {
+            let config: Config = match serde_yaml::from_value(translated.clone()) {
                 Ok(c) => c,
-                Err(e) => return Err(Refused { errors: vec![yaml_issue(origin, &e)], warnings }),
+                Err(e) => {
+                    let errors = issues::all_errors(origin, &expanded, Some(&translated), yaml_issue(origin, &e));
+                    return Err(Refused { errors, warnings });
+                }
             };
             let v = validate(origin, &expanded, &config);
             warnings.extend(v.warnings);
@@ -327,7 +331,12 @@ fn load_expanded(
     };
     let config: Config = match parsed {
         Ok(c) => c,
-        Err(e) => return Err(Refused { errors: vec![yaml_issue(origin, &e)], warnings }),
+        Err(e) => {
+            // serde stops at the first error; the others are found piece by piece.
+            let root = stripped.clone().or_else(|| serde_yaml::from_str::<serde_yaml::Value>(&expanded).ok());
+            let errors = issues::all_errors(origin, &expanded, root.as_ref(), yaml_issue(origin, &e));
+            return Err(Refused { errors, warnings });
+        }
     };
     let v = validate(origin, &expanded, &config);
     warnings.extend(v.warnings);
@@ -675,6 +684,7 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
         }
     }
     // Each component checks its own config.
+    let mut job_errors = Vec::new();
     let mut component_errors = |section: &str, id: &ComponentId, r: Result<(), String>| {
         if let Err(m) = r {
             let (line, column) = locate(text, &format!("{section}:"), &id.to_string());
@@ -688,8 +698,13 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
         }
     };
     for (id, c) in &cfg.receivers.0 {
-        component_errors("receivers", id, c.validate());
         let ReceiverConfig::Prometheus(pc) = c;
+        // Every job's error, each at its job.
+        for (path, message) in pc.errors() {
+            let path = format!("receivers.{id}.{path}");
+            let (line, column) = issues::locate_path(text, &path);
+            job_errors.push(ConfigIssue { origin: origin.into(), line, column, path, message });
+        }
         for (key, message) in pc.warnings() {
             // A job's key is looked for after its job_name line.
             let leaf = key.rsplit('.').next().unwrap_or(&key);
@@ -718,6 +733,7 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
     for (id, c) in &cfg.extensions.0 {
         component_errors("extensions", id, c.validate());
     }
+    v.errors.extend(job_errors);
     // The inference window must hold at least two scrapes of every target
     // feeding it: with window = interval about half the evaluations see one
     // sample and emit nothing.

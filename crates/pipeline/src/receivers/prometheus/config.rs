@@ -620,33 +620,55 @@ impl PrometheusConfig {
         out
     }
 
+    /// The first error, for callers that want one.
     pub fn validate(&self) -> Result<(), String> {
+        match self.errors().into_iter().next() {
+            Some((_, e)) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Every error, as (path under the receiver, message): the global
+    /// ones, then each job's (`config.scrape_configs[i]`), so one run of
+    /// `validate` names them all.
+    pub fn errors(&self) -> Vec<(String, String)> {
         let c = &self.config;
+        let mut out = Vec::new();
         if c.scrape_configs.is_empty() {
-            return Err("config.scrape_configs: at least one scrape config is needed".into());
+            out.push((
+                "config.scrape_configs".into(),
+                "config.scrape_configs: at least one scrape config is needed".into(),
+            ));
         }
         let g = &c.global;
         if g.scrape_timeout.is_some_and(|t| t.get().is_zero()) {
-            return Err("config.global: scrape_timeout must be greater than 0 (leave it out for the default)".into());
-        }
-        if g.timeout() > g.scrape_interval.get() {
-            return Err(format!(
-                "config.global: scrape_timeout ({}) greater than scrape_interval ({})",
-                g.scrape_timeout.map(|t| t.to_string()).unwrap_or_default(),
-                g.scrape_interval
+            out.push((
+                "config.global.scrape_timeout".into(),
+                "config.global: scrape_timeout must be greater than 0 (leave it out for the default)".into(),
+            ));
+        } else if g.timeout() > g.scrape_interval.get() {
+            out.push((
+                "config.global.scrape_timeout".into(),
+                format!(
+                    "config.global: scrape_timeout ({}) greater than scrape_interval ({})",
+                    g.scrape_timeout.map(|t| t.to_string()).unwrap_or_default(),
+                    g.scrape_interval
+                ),
             ));
         }
-
         let mut seen = std::collections::HashSet::new();
-        for sc in &c.scrape_configs {
+        for (i, sc) in c.scrape_configs.iter().enumerate() {
+            let path = format!("config.scrape_configs[{i}]");
             if !seen.insert(&sc.job_name) {
-                return Err(format!(
-                    "config.scrape_configs: found multiple scrape configs with job name {:?}",
-                    sc.job_name
+                out.push((
+                    format!("{path}.job_name"),
+                    format!("config.scrape_configs: found multiple scrape configs with job name {:?}", sc.job_name),
                 ));
             }
-            sc.validate(g)?;
+            if let Err(e) = sc.validate(g) {
+                out.push((path, e));
+            }
         }
-        Ok(())
+        out
     }
 }

@@ -298,13 +298,19 @@ fn scrape_edge_cases_as_prometheus() {
             "  - job_name: blackbox-url\n    metrics_path: /probe\n    params: {{module: [http_2xx]}}\n    static_configs: [{{targets: ['http://example.com/health']}}]\n    relabel_configs:\n      - {{source_labels: [__address__], target_label: __param_target}}\n      - {{source_labels: [__param_target], target_label: instance}}\n      - {{target_label: __address__, replacement: '{addr}'}}\n"
         ),
         job("body-limit", "/exact", "    body_size_limit: 1KB\n"),
+        // __scrape_interval__ and __scrape_timeout__ as Go durations (1s500ms).
+        job(
+            "interval-labels",
+            "/probe",
+            "    scrape_interval: 1500ms\n    scrape_timeout: 1s\n    relabel_configs:\n      - {source_labels: [__scrape_interval__], target_label: si}\n      - {source_labels: [__scrape_timeout__], target_label: st}\n",
+        ),
         format!(
             "  - job_name: target-limit\n    metrics_path: /five\n    target_limit: 1\n    static_configs: [{{targets: ['{addr}', 'localhost:{}']}}]\n",
             targets.addr.port()
         ),
     ]
     .concat();
-    let jobs = 15;
+    let jobs = 16;
     let oracle = Prometheus::start(&scrape);
     let sink = Prometheus::start("");
     let indented: String = scrape.lines().map(|l| format!("      {l}\n")).collect();
@@ -371,5 +377,6 @@ fn scrape_edge_cases_as_prometheus() {
     assert!(want.keys().any(|l| l.get("method").is_some_and(|p| p == "POST")));
     assert!(want.keys().any(|l| l["__name__"] == "pg_metric" && l["job"] == "pushed" && !l.contains_key("instance")));
     assert!(want.keys().any(|l| l["__name__"] == "badct"));
+    assert!(want.keys().any(|l| l["__name__"] == "up" && l.get("si").is_some_and(|v| v == "1s500ms")));
     println!("{} series identical across the {jobs} edge-case jobs", want.len());
 }

@@ -108,5 +108,66 @@ fn a_ca_file_that_appears_later_is_read_when_it_does() {
     wait_until("scraped once the CA is there", Duration::from_secs(20), || (targets.hits("/late") >= 2).then_some(()));
     assert_eq!(agent.self_metric("infertel_receiver_target_up", &[("job", "late")]), 1.0);
     assert_eq!(agent.proc.terminate(Duration::from_secs(20)), Some(0));
-    assert!(agent.proc.log_text().contains("the files can be read now"), "{}", agent.proc.log_text());
+    assert!(agent.proc.log_text().contains("the TLS files can be read now"), "{}", agent.proc.log_text());
+}
+
+/// The same for a remote_write CA in a Prometheus file: `validate` warns
+/// with the line, the exporter pauses and holds the data (the client cannot
+/// be built: a configuration fault), and the data, the first scrape's
+/// included, reaches a real Prometheus once the CA file is there.
+#[test]
+fn a_remote_write_ca_file_that_appears_later_is_read_when_it_does() {
+    let pki = Pki::generate();
+    let targets = Targets::start();
+    targets.set_counter("/metrics", "late_rw_total", 1);
+    let sink = Prometheus::start("");
+    let port = Nginx::port();
+    let _nginx = Nginx::start(
+        &format!(
+            "server {{ listen 127.0.0.1:{port} ssl; ssl_certificate {}; ssl_certificate_key {}; location / {{ proxy_pass http://127.0.0.1:{}; }} }}",
+            pki.server.cert.display(),
+            pki.server.key.display(),
+            sink.port
+        ),
+        &[port],
+    );
+    let secrets = tempfile::tempdir().unwrap();
+    let ca = secrets.path().join("ca.crt");
+    let prom_file = format!(
+        "global: {{scrape_interval: 500ms, scrape_timeout: 500ms}}\nscrape_configs:\n  - job_name: late-rw\n    static_configs: [{{targets: ['{}']}}]\nremote_write:\n  - url: https://127.0.0.1:{port}/api/v1/write\n    tls_config:\n      ca_file: {}\n",
+        targets.addr,
+        ca.display()
+    );
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("prometheus.yml");
+    std::fs::write(&p, &prom_file).unwrap();
+    let o = std::process::Command::new(infertel_bin()).args(["validate", "--config"]).arg(&p).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stderr).to_string() + &String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(text.contains(":8:") && text.contains("tls.ca_file") && text.contains("is not there"), "{text}");
+
+    let metrics_port = free_port();
+    let mut cmd = std::process::Command::new(infertel_bin());
+    cmd.arg("run")
+        .arg("--config")
+        .arg(&p)
+        .env("RUST_LOG", "info")
+        .env("INFERTEL_METRICS_ADDRESS", format!("127.0.0.1:{metrics_port}"));
+    let agent = Proc::spawn("infertel", &mut cmd, d.path().join("infertel.log"));
+    // The startup probe cannot build the client: a configuration fault,
+    // so the exporter pauses and holds the data (nothing is dropped), and
+    // its re-probes read the file again.
+    wait_until("the exporter paused for want of the CA", Duration::from_secs(30), || {
+        let log = agent.log_text();
+        (log.contains("exporter paused") && log.contains("cannot read ca_file")).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(sink.query("late_rw_total").is_empty());
+    std::fs::copy(&pki.ca, &ca).unwrap();
+    wait_until("data in Prometheus once the CA is there", Duration::from_secs(60), || {
+        (!sink.query("late_rw_total{job=\"late-rw\"}").is_empty()).then_some(())
+    });
+    // Retried, not dropped: the first scrape's sample (value 1) arrived too.
+    let raw = sink.raw("late_rw_total{job=\"late-rw\"}", "5m");
+    assert!(raw.iter().any(|(_, v)| v.first() == Some(&1.0)), "{raw:?}\n{}", agent.log_text());
 }

@@ -23,6 +23,47 @@ pub fn ensure_crypto_provider() {
     });
 }
 
+/// A client built from files that may not be there yet (a CA or client
+/// certificate mounted after the start): built when first needed, and again
+/// at each use until it can be, as Prometheus reads its files when used.
+/// Until then each use gets the reason; the files are read once they build.
+pub struct LazyClient {
+    build: Box<dyn Fn() -> Result<reqwest::Client, String> + Send + Sync>,
+    slot: std::sync::RwLock<Result<reqwest::Client, String>>,
+    what: String,
+}
+
+impl LazyClient {
+    /// `what` names the component in the log line of the first success
+    /// after a failure.
+    pub fn new(
+        what: String,
+        build: impl Fn() -> Result<reqwest::Client, String> + Send + Sync + 'static,
+    ) -> LazyClient {
+        let first = build();
+        LazyClient { build: Box::new(build), slot: std::sync::RwLock::new(first), what }
+    }
+
+    /// The client (a cheap handle), or why there is none yet.
+    pub fn get(&self) -> Result<reqwest::Client, String> {
+        if let Ok(c) = &*self.slot.read().unwrap_or_else(|p| p.into_inner()) {
+            return Ok(c.clone());
+        }
+        let built = (self.build)();
+        if built.is_ok() {
+            tracing::info!(component = %self.what, "the TLS files can be read now: the client is built");
+        }
+        let mut slot = self.slot.write().unwrap_or_else(|p| p.into_inner());
+        *slot = built;
+        slot.clone()
+    }
+
+    /// Why the client cannot be built now, if it cannot.
+    pub fn error(&self) -> Option<String> {
+        self.slot.read().unwrap_or_else(|p| p.into_inner()).as_ref().err().cloned()
+    }
+}
+
 /// What every TLS block configures, whatever its YAML spelling.
 #[derive(Clone, Debug, Default)]
 pub struct TlsSettings {

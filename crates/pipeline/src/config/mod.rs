@@ -730,6 +730,56 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
     for (id, c) in &cfg.exporters.0 {
         component_errors("exporters", id, c.validate());
     }
+    // Files read when used (as Prometheus reads them): a warning now, a
+    // per-send error until they are there.
+    let mut missing: Vec<(String, std::path::PathBuf)> = Vec::new();
+    for (id, c) in &cfg.exporters.0 {
+        if let crate::exporters::ExporterConfig::PrometheusRemoteWrite(rw) = c {
+            for (k, p) in rw.tls.settings().missing_files() {
+                missing.push((format!("exporters.{id}.tls.{k}"), p));
+            }
+        }
+    }
+    for (id, c) in &cfg.extensions.0 {
+        let file = match c {
+            crate::extensions::ExtensionConfig::BasicAuth(b) => {
+                b.client_auth.as_ref().and_then(|a| a.password_file.clone()).map(|p| ("client_auth.password_file", p))
+            }
+            crate::extensions::ExtensionConfig::BearerTokenAuth(b) => b.filename.clone().map(|p| ("filename", p)),
+            _ => None,
+        };
+        if let Some((k, p)) = file.filter(|(_, p)| !p.exists()) {
+            missing.push((format!("extensions.{id}.{k}"), p));
+        }
+    }
+    for (path, file) in missing {
+        let (mut line, mut column) = issues::locate_path(text, &path);
+        if line.is_none() {
+            // A Prometheus file's remote_write: the key as written there.
+            let written = match path.rsplit('.').next().unwrap_or("") {
+                "filename" => vec!["bearer_token_file", "credentials_file"],
+                leaf => vec![leaf],
+            };
+            let file_text = file.display().to_string();
+            for k in written {
+                let (l, c) = locate(text, "", &format!("{k}:"));
+                if l.is_some_and(|l| text.lines().nth(l - 1).is_some_and(|t| t.contains(&file_text))) {
+                    (line, column) = (l, c);
+                    break;
+                }
+            }
+        }
+        v.warnings.push(ConfigIssue {
+            origin: origin.into(),
+            line,
+            column,
+            message: format!(
+                "{} is not there: it is read when used, and each send fails (and is retried) until it is",
+                file.display()
+            ),
+            path,
+        });
+    }
     for (id, c) in &cfg.extensions.0 {
         component_errors("extensions", id, c.validate());
     }

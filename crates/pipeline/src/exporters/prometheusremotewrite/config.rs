@@ -120,7 +120,7 @@ impl RemoteWriteConfig {
         }
         self.retry_on_failure.validate()?;
         self.sending_queue.validate()?;
-        self.tls.settings().validate().map_err(|e| format!("tls: {e}"))?;
+        self.tls.settings().validate_present().map_err(|e| format!("tls: {e}"))?;
         Ok(())
     }
 }

@@ -58,7 +58,7 @@ pub async fn capped_text(mut resp: reqwest::Response) -> String {
 pub struct RemoteWriteService {
     pub exporter: String,
     pub endpoint: String,
-    pub client: reqwest::Client,
+    pub client: Arc<crate::http::LazyClient>,
     pub headers: HeaderMap,
     pub auth: Option<ExtensionConfig>,
     pub retry: RetryConfig,
@@ -118,7 +118,7 @@ impl RemoteWriteService {
     pub fn new(
         exporter: String,
         endpoint: String,
-        client: reqwest::Client,
+        client: Arc<crate::http::LazyClient>,
         headers: HeaderMap,
         auth: Option<ExtensionConfig>,
         retry: RetryConfig,
@@ -142,9 +142,10 @@ impl RemoteWriteService {
         )
     }
 
-    pub(crate) async fn attempt(&self, req: &Request, attempt: u32) -> Result<reqwest::Response, reqwest::Error> {
-        let mut r = self
-            .client
+    pub(crate) async fn attempt(&self, req: &Request, attempt: u32) -> Result<reqwest::Response, AttemptError> {
+        // TLS files are read when used: until they can be, each attempt fails.
+        let client = self.client.get().map_err(AttemptError::Client)?;
+        let mut r = client
             .post(&self.endpoint)
             .headers(self.headers.clone())
             .header(reqwest::header::CONTENT_ENCODING, CONTENT_ENCODING)
@@ -163,7 +164,7 @@ impl RemoteWriteService {
                 Err(e) => tracing::error!(exporter = %self.exporter, "authenticator: {}", probe::redact_text(&e)),
             }
         }
-        r.body(req.body.clone()).send().await
+        r.body(req.body.clone()).send().await.map_err(AttemptError::Http)
     }
 
     /// Sends one request, retrying as configured; a configuration fault
@@ -272,9 +273,13 @@ impl RemoteWriteService {
                     }
                     tracing::warn!(exporter = %self.exporter, status, attempt, "remote write failed, will retry: {}", snippet(&body));
                 }
-                Err(e) => {
+                Err(AttemptError::Http(e)) => {
                     self.failed(if e.is_timeout() { "timeout" } else { "network" }).inc();
                     tracing::warn!(exporter = %self.exporter, endpoint = %endpoint, attempt, "remote write failed, will retry: {}", probe::redact_text(&describe_error(&e)));
+                }
+                Err(AttemptError::Client(e)) => {
+                    self.failed("tls").inc();
+                    tracing::warn!(exporter = %self.exporter, endpoint = %endpoint, attempt, "remote write cannot send, will retry: {e}");
                 }
             }
             if !self.retry.enabled {
@@ -317,9 +322,18 @@ impl RemoteWriteService {
                 let body = capped_text(resp).await;
                 probe::classify_http(status, &self.endpoint, Protocol::RemoteWrite, &body)
             }
-            Err(e) => probe::classify_error(&e, e.is_timeout()),
+            Err(AttemptError::Http(e)) => probe::classify_error(&e, e.is_timeout()),
+            Err(AttemptError::Client(e)) => probe::classify_error(&std::io::Error::other(e), false),
         }
     }
+}
+
+/// Why an attempt got no answer: the transport, or a client that cannot be
+/// built yet (its TLS files are not there).
+#[derive(Debug)]
+pub(crate) enum AttemptError {
+    Http(reqwest::Error),
+    Client(String),
 }
 
 #[cfg(test)]

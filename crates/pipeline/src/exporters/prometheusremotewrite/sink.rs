@@ -57,7 +57,13 @@ pub fn new_exporter(
     telemetry: Telemetry,
 ) -> Result<Arc<RemoteWriteExporter>, String> {
     cfg.validate()?;
-    let client = crate::http::build_client_with(&cfg.tls.settings(), Some(cfg.timeout.get()), &cfg.client_options())?;
+    let (tls, timeout, options) = (cfg.tls.settings(), cfg.timeout.get(), cfg.client_options());
+    let client = Arc::new(crate::http::LazyClient::new(format!("exporter {id}"), move || {
+        crate::http::build_client_with(&tls, Some(timeout), &options).map_err(|e| format!("tls: {e}"))
+    }));
+    if let Some(e) = client.error() {
+        tracing::error!(exporter = %id, "{e}: each send fails (and is retried) until it can be read");
+    }
     let write_relabel = infertel_relabel::Relabeler::new(&cfg.write_relabel_configs)
         .map_err(|e| format!("write_relabel_configs: {e}"))?;
     let relabel_dropped = telemetry.counter(

@@ -133,31 +133,6 @@ pub struct JobSettings {
     pub forced_error: std::sync::RwLock<Option<String>>,
 }
 
-/// A job's HTTP client, shared by its loops: built from the job's TLS
-/// files once they can be read; until then every scrape fails with the
-/// reason (files are read when used, as Prometheus reads them).
-#[derive(Clone)]
-pub struct JobClient(Arc<std::sync::RwLock<Result<reqwest::Client, String>>>);
-
-impl JobClient {
-    pub fn new(client: Result<reqwest::Client, String>) -> JobClient {
-        JobClient(Arc::new(std::sync::RwLock::new(client)))
-    }
-
-    /// The client (a cheap handle), or why there is none yet.
-    pub fn get(&self) -> Result<reqwest::Client, String> {
-        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    pub fn set(&self, client: Result<reqwest::Client, String>) {
-        *self.0.write().unwrap_or_else(|p| p.into_inner()) = client;
-    }
-
-    pub fn is_ready(&self) -> bool {
-        self.0.read().unwrap_or_else(|p| p.into_inner()).is_ok()
-    }
-}
-
 impl JobSettings {
     /// A job of `receiver` with Prometheus' defaults (no limits, honoured
     /// timestamps, no relabeling, no auth); the receiver sets the rest from

@@ -13,7 +13,6 @@ use super::discovery::http::HttpSd;
 use super::discovery::kubernetes::KubernetesDiscovery;
 use super::discovery::static_groups;
 use super::handover::{self, Handover};
-use super::job::JobClient;
 use super::scrape::{JobSettings, ScrapeAuth, ScrapeLoop, Stop};
 use super::target::{Populated, Target, populate};
 use crate::consumer::Consumer;
@@ -104,9 +103,6 @@ impl PrometheusReceiver {
 /// file targets are known at once).
 const CLAIM_GRACE: Duration = Duration::from_secs(30);
 
-/// How often a job whose TLS files could not be read tries again.
-const CLIENT_RETRY: Duration = Duration::from_secs(5);
-
 #[allow(clippy::too_many_arguments)]
 async fn run_job(
     receiver: String,
@@ -133,15 +129,14 @@ async fn run_job(
         }
     };
     // Files the client reads (CA, client certificate) may appear after the
-    // start (secrets mounted late): until they can be read, scrapes fail
-    // with the reason and the client is built again every few seconds.
-    let build_client = || {
-        crate::http::build_client_with(&sc.tls_config.settings(), None, &sc.client_options())
-            .map_err(|e| format!("tls_config: {e}"))
-    };
-    let client = JobClient::new(build_client());
-    if let Err(e) = client.get() {
-        tracing::error!(receiver = %receiver, job = %sc.job_name, "{e}: every scrape of the job fails until it can be read (retried every {CLIENT_RETRY:?})");
+    // start (secrets mounted late): until they can be read, each scrape
+    // fails with the reason and tries again.
+    let (tls, options) = (sc.tls_config.settings(), sc.client_options());
+    let client = Arc::new(crate::http::LazyClient::new(format!("job {}", sc.job_name), move || {
+        crate::http::build_client_with(&tls, None, &options).map_err(|e| format!("tls_config: {e}"))
+    }));
+    if let Some(e) = client.error() {
+        tracing::error!(receiver = %receiver, job = %sc.job_name, "{e}: each scrape of the job fails until it can be read");
     }
     let target_errors = telemetry.counter(
         "infertel_receiver_target_errors_total",
@@ -221,12 +216,6 @@ async fn run_job(
     let claim_by = tokio::time::Instant::now() + if k8s.is_empty() { Duration::ZERO } else { CLAIM_GRACE };
     let mut claimed = false;
     loop {
-        if !client.is_ready()
-            && let Ok(c) = build_client()
-        {
-            tracing::info!(receiver = %receiver, job = %sc.job_name, "tls_config: the files can be read now: scraping");
-            client.set(Ok(c));
-        }
         let mut groups = static_groups(&sc);
         for d in &k8s {
             groups.extend(d.groups());
@@ -331,9 +320,6 @@ async fn run_job(
         }
         if !claimed {
             wait = wait.min(claim_by.saturating_duration_since(tokio::time::Instant::now()));
-        }
-        if !client.is_ready() {
-            wait = wait.min(CLIENT_RETRY);
         }
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}

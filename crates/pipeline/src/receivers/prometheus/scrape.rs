@@ -81,7 +81,7 @@ pub enum Stop {
 pub struct ScrapeLoop {
     pub target: Target,
     pub job: Arc<JobSettings>,
-    pub client: super::job::JobClient,
+    pub client: Arc<crate::http::LazyClient>,
     pub next: Arc<dyn Consumer>,
     /// Set while a memory_limiter downstream refuses: scrapes are skipped.
     pub backpressure: Backpressure,

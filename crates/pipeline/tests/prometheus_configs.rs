@@ -330,3 +330,23 @@ fn yaml_merge_keys_resolve() {
     assert!(b.honor_labels, "merged from the anchor");
     assert_eq!(b.interval(&p.config.global), std::time::Duration::from_secs(5));
 }
+
+/// `external_labels` expand `${VAR}` and `$VAR` from the environment, as
+/// Prometheus does with `--enable-feature=expand-external-labels`.
+#[test]
+fn external_labels_expand_the_environment() {
+    let file = "global:\n  external_labels: {cluster: \"${CLUSTER}\", region: \"$REGION\", node: \"gpu-$NODE_ID\", none: \"x$UNSET\"}\nscrape_configs:\n  - job_name: a\n    static_configs: [{targets: ['h:1']}]\nremote_write:\n  - url: http://127.0.0.1:9/api/v1/write\n";
+    let env = |k: &str| match k {
+        "CLUSTER" => Some("c1".to_string()),
+        "REGION" => Some("eu-west".to_string()),
+        "NODE_ID" => Some("7".to_string()),
+        _ => None,
+    };
+    let loaded = load_str("p.yml", file, &env).unwrap_or_else(|r| panic!("{:?}", r.errors));
+    let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1;
+    let l = &p.config.global.external_labels;
+    assert_eq!(
+        (l["cluster"].as_str(), l["region"].as_str(), l["node"].as_str(), l["none"].as_str()),
+        ("c1", "eu-west", "gpu-7", "x")
+    );
+}

@@ -299,13 +299,14 @@ fn load_expanded(
             if !errors.is_empty() {
                 return Err(Refused { errors, warnings });
             }
-            let config: Config = match serde_yaml::from_value(translated.clone()) {
+            let mut config: Config = match serde_yaml::from_value(translated.clone()) {
                 Ok(c) => c,
                 Err(e) => {
                     let errors = issues::all_errors(origin, &expanded, Some(&translated), yaml_issue(origin, &e));
                     return Err(Refused { errors, warnings });
                 }
             };
+            expand_external_labels(&mut config, lookup);
             let v = validate(origin, &expanded, &config);
             warnings.extend(v.warnings);
             return if v.errors.is_empty() {
@@ -329,7 +330,7 @@ fn load_expanded(
         Some(v) => serde_yaml::from_value(v.clone()),
         None => serde_yaml::from_str(&expanded),
     };
-    let config: Config = match parsed {
+    let mut config: Config = match parsed {
         Ok(c) => c,
         Err(e) => {
             // serde stops at the first error; the others are found piece by piece.
@@ -338,9 +339,44 @@ fn load_expanded(
             return Err(Refused { errors, warnings });
         }
     };
+    expand_external_labels(&mut config, lookup);
     let v = validate(origin, &expanded, &config);
     warnings.extend(v.warnings);
     if v.errors.is_empty() { Ok(Loaded { config, warnings }) } else { Err(Refused { errors: v.errors, warnings }) }
+}
+
+/// `global.external_labels` values expanded as Prometheus expands them with
+/// `--enable-feature=expand-external-labels` (Go's `os.Expand`): `${VAR}`
+/// (already done by the config's own expansion) and `$VAR`, an unset
+/// variable becoming empty.
+fn expand_external_labels(config: &mut Config, lookup: &dyn Fn(&str) -> Option<String>) {
+    for (_, rc) in config.receivers.0.iter_mut() {
+        let ReceiverConfig::Prometheus(p) = rc;
+        for v in p.config.global.external_labels.values_mut() {
+            if v.contains('$') {
+                *v = expand_bare(v, lookup);
+            }
+        }
+    }
+}
+
+fn expand_bare(v: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(v.len());
+    let mut rest = v;
+    while let Some(p) = rest.find('$') {
+        out.push_str(&rest[..p]);
+        let after = &rest[p + 1..];
+        let n = after.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_').count();
+        if n == 0 {
+            out.push('$');
+            rest = after;
+            continue;
+        }
+        out.push_str(&lookup(&after[..n]).unwrap_or_default());
+        rest = &after[n..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn has_merge_keys(text: &str) -> bool {

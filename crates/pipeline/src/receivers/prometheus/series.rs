@@ -51,6 +51,10 @@ pub struct ScrapeStats {
     /// Samples not forwarded because the same series came twice (in the body,
     /// or after metric relabeling); Prometheus keeps the first too.
     pub duplicates: u64,
+    /// Samples not forwarded because their explicit timestamp is not after
+    /// the last one forwarded for the series (Prometheus drops them as out
+    /// of order; a remote-write receiver would refuse the whole request).
+    pub out_of_order: u64,
 }
 
 /// The per-target state that outlives a scrape: interned label sets and the
@@ -247,12 +251,13 @@ pub fn build_series(
         let explicit_ts = job.honor_timestamps && s.timestamp_ms.is_some();
         let sample_ts = if explicit_ts { s.timestamp_ms.unwrap_or(ts) } else { ts };
         // (labels, new to the cache, shadowed, already forwarded this scrape at ts)
-        let (labels, new, shadowed, earlier) = match cache.entries.get_mut(&key) {
+        // (labels, new to the cache, shadowed, seen earlier in this body,
+        // timestamp last forwarded)
+        let (labels, new, shadowed, again, last_ts) = match cache.entries.get_mut(&key) {
             Some(e) => {
                 let again = e.seen == id;
-                let earlier = again.then_some(e.last_ts);
                 e.seen = id;
-                (e.out.clone(), false, e.shadowed, earlier)
+                (e.out.clone(), false, e.shadowed, again, e.last_ts)
             }
             None => {
                 let labels = match finish_labels(&s.name, raw, target, job) {
@@ -283,7 +288,7 @@ pub fn build_series(
                         last_ts: i64::MIN,
                     },
                 );
-                (labels, true, shadowed, None)
+                (labels, true, shadowed, false, i64::MIN)
             }
         };
         // Dropped by metric relabeling: read, not kept.
@@ -300,8 +305,15 @@ pub fn build_series(
         // The same series twice (in the body, or made equal by relabeling):
         // the first of one timestamp is kept, as Prometheus' TSDB keeps it;
         // a later explicit timestamp is a sample of its own.
-        if shadowed || earlier.is_some_and(|t| sample_ts <= t) {
+        if shadowed || (again && sample_ts <= last_ts) {
             stats.duplicates += 1;
+            continue;
+        }
+        // A timestamp given by the target that does not move forward (the
+        // same one scrape after scrape, or one going back): Prometheus drops
+        // the sample; forwarding it would get the request refused.
+        if sample_ts <= last_ts {
+            stats.out_of_order += 1;
             continue;
         }
         if let Some(e) = cache.entries.get_mut(&key) {
@@ -564,7 +576,7 @@ mod tests {
         let mut c = SeriesCache::default();
         let e = scrape("a 1\nb 2\nc 3\nd 4\n", 1000, &j, &mut c).unwrap_err();
         assert_eq!(e.reason, "sample_limit");
-        assert_eq!(e.stats, Some(ScrapeStats { scraped: 4, post_relabel: 4, series_added: 2, duplicates: 0 }));
+        assert_eq!(e.stats, Some(ScrapeStats { scraped: 4, post_relabel: 4, series_added: 2, ..Default::default() }));
         let e = scrape("a 1\nb 2\nc 3\nd 4\n", 2000, &j, &mut c).unwrap_err();
         assert_eq!(e.stats.map(|s| s.series_added), Some(0));
     }
@@ -580,6 +592,23 @@ mod tests {
         let (out, st) = scrape("a 1\nb 2\n", 1000, &j, &mut SeriesCache::default()).unwrap();
         assert!(out.is_empty());
         assert_eq!((st.scraped, st.post_relabel), (2, 0));
+    }
+
+    #[test]
+    fn explicit_timestamps_that_do_not_move_forward_are_not_forwarded() {
+        let (j, mut c) = (job(""), SeriesCache::default());
+        // Ascending in one body: both go.
+        let (out, st) = scrape("t 1 1000\nt 2 2000\n", 5000, &j, &mut c).unwrap();
+        assert_eq!(out.iter().map(|s| s.samples[0].timestamp_ms).collect::<Vec<_>>(), [1000, 2000]);
+        assert_eq!((st.post_relabel, st.out_of_order), (2, 0));
+        // The same body again: nothing new (Prometheus drops both): the
+        // first as out of order, the second as its repeat in the body.
+        let (out, st) = scrape("t 1 1000\nt 2 2000\n", 6000, &j, &mut c).unwrap();
+        assert!(out.iter().all(|s| s.labels.metric_name() != "t"), "{out:?}");
+        assert_eq!((st.post_relabel, st.out_of_order, st.duplicates), (2, 1, 1));
+        // A later one goes.
+        let (out, _) = scrape("t 3 3000\n", 7000, &j, &mut c).unwrap();
+        assert_eq!(out[0].samples[0].timestamp_ms, 3000);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! - `config.rs`: what the user configures (Prometheus `scrape_configs`);
 //! - `config_files.rs`: `scrape_config_files`, read into `scrape_configs` at load;
-//! - `discovery.rs`: where targets come from (`static_configs`, `file_sd_configs`);
+//! - `discovery.rs` and `discovery/`: where targets come from (static, file, HTTP, DNS, Kubernetes);
 //! - `target.rs`: how a discovered target becomes labels and a URL (`relabel_configs`);
 //! - `job.rs`: what a job's targets share (settings, auth, interned strings);
 //! - `series.rs`: how a scraped body becomes series (labels, relabeling, limits, cache);

@@ -147,11 +147,14 @@ async fn run_job(
     let mut running: HashMap<(Labels, String), Running> = HashMap::new();
     // Kubernetes discovery runs in the background and wakes this loop on change.
     let k8s_changed = Arc::new(tokio::sync::Notify::new());
-    let k8s_errors = telemetry.counter(
-        "infertel_receiver_discovery_errors_total",
-        "Service-discovery failures (Kubernetes API unreachable, watch errors, bad credentials); known targets are kept.",
-        &[("receiver", &receiver), ("job", &sc.job_name), ("mechanism", "kubernetes")],
-    );
+    let discovery_errors = |mechanism: &str| {
+        telemetry.counter(
+            "infertel_receiver_discovery_errors_total",
+            "Service-discovery failures (API unreachable, watch or lookup errors, bad answers, bad credentials); known targets are kept.",
+            &[("receiver", &receiver), ("job", &sc.job_name), ("mechanism", mechanism)],
+        )
+    };
+    let k8s_errors = discovery_errors("kubernetes");
     // file_sd: watched files wake this loop (and refresh_interval as a fallback).
     let files_changed = Arc::new(tokio::sync::Notify::new());
     let mut file_sds: Vec<FileSd> = Vec::new();
@@ -163,11 +166,7 @@ async fn run_job(
         file_sds.push(fsd);
     }
     // http_sd: fetched when due, in this loop.
-    let http_errors = telemetry.counter(
-        "infertel_receiver_discovery_errors_total",
-        "Service-discovery failures (Kubernetes API unreachable, watch errors, bad credentials); known targets are kept.",
-        &[("receiver", &receiver), ("job", &sc.job_name), ("mechanism", "http")],
-    );
+    let http_errors = discovery_errors("http");
     let mut http_sds: Vec<HttpSd> = Vec::new();
     for h in &sc.http_sd_configs {
         match HttpSd::new(h.clone()) {
@@ -179,11 +178,7 @@ async fn run_job(
         }
     }
     // dns_sd: looked up when due, in this loop.
-    let dns_errors = telemetry.counter(
-        "infertel_receiver_discovery_errors_total",
-        "Service-discovery failures (Kubernetes API unreachable, watch errors, bad credentials); known targets are kept.",
-        &[("receiver", &receiver), ("job", &sc.job_name), ("mechanism", "dns")],
-    );
+    let dns_errors = discovery_errors("dns");
     let mut dns_sds: Vec<DnsSd> = Vec::new();
     for d in &sc.dns_sd_configs {
         match DnsSd::new(d.clone()) {

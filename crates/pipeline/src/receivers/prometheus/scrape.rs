@@ -290,23 +290,20 @@ impl ScrapeLoop {
                     cache.last_metadata = Some(Instant::now());
                 }
                 m.scraped.add(stats.scraped);
-                if stats.out_of_order > 0 {
-                    m.telemetry
-                        .counter(
-                            "infertel_receiver_dropped_samples_total",
-                            "Scraped samples not forwarded, by reason (duplicate: the same series twice in one scrape; out_of_order: a timestamp from the target not after the last one forwarded).",
-                            &[("receiver", &m.receiver), ("job", &m.job), ("instance", &m.instance), ("reason", "out_of_order")],
-                        )
-                        .add(stats.out_of_order);
-                }
+                let dropped = |reason: &str, n: u64| {
+                    if n > 0 {
+                        m.telemetry
+                            .counter(
+                                "infertel_receiver_dropped_samples_total",
+                                "Scraped samples not forwarded, by reason (duplicate: the same series twice in one scrape; out_of_order: a timestamp from the target not after the last one forwarded).",
+                                &[("receiver", &m.receiver), ("job", &m.job), ("instance", &m.instance), ("reason", reason)],
+                            )
+                            .add(n);
+                    }
+                };
+                dropped("out_of_order", stats.out_of_order);
+                dropped("duplicate", stats.duplicates);
                 if stats.duplicates > 0 {
-                    m.telemetry
-                        .counter(
-                            "infertel_receiver_dropped_samples_total",
-                            "Scraped samples not forwarded, by reason (duplicate: the same series twice in one scrape; out_of_order: a timestamp from the target not after the last one forwarded).",
-                            &[("receiver", &m.receiver), ("job", &m.job), ("instance", &m.instance), ("reason", "duplicate")],
-                        )
-                        .add(stats.duplicates);
                     if !cache.warned_duplicates {
                         cache.warned_duplicates = true;
                         tracing::warn!(

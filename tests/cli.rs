@@ -294,3 +294,21 @@ fn validate_names_every_error_with_its_line() {
         assert!(out.lines().any(|l| l.contains(at) && l.contains(what)), "{at} {what}:\n{out}");
     }
 }
+
+/// A Collector config with traces, logs or connectors: each is refused by
+/// name and line with the way out (a Collector beside infertel), in the same
+/// run as the file's other errors (issue 14's "metrics only").
+#[test]
+fn other_signals_are_refused_by_name_and_line() {
+    let collector = "receivers:\n  prometheus:\n    config:\n      scrape_configs:\n        - job_name: a\n          static_configs: [{targets: ['h:1']}]\nconnectors:\n  spanmetrics: {}\nexporters:\n  debug: {}\n  prometheusremotewrite:\n    endpoint: http://127.0.0.1:9/api/v1/write\n    bogus_key: 1\nservice:\n  pipelines:\n    metrics: {receivers: [prometheus], exporters: [debug]}\n    traces:\n      receivers: [prometheus]\n      exporters: [debug]\n    logs/app: {receivers: [prometheus], exporters: [debug]}\n";
+    let (code, out) = validate(collector);
+    assert_eq!(code, 78, "{out}");
+    for (at, what) in [
+        (":7:1: connectors", "connectors are not supported"),
+        (":17:5: service.pipelines.traces", "run an OpenTelemetry Collector beside it"),
+        (":20:5: service.pipelines.logs/app", "is not a metrics pipeline"),
+        (":13:5: exporters.prometheusremotewrite", "unknown field `bogus_key`"),
+    ] {
+        assert!(out.lines().any(|l| l.contains(at) && l.contains(what)), "{at} {what}:\n{out}");
+    }
+}

@@ -210,6 +210,51 @@ pub fn every_error(origin: &str, text: &str, root: &Value) -> Vec<ConfigIssue> {
     out
 }
 
+/// What a Collector config asks beyond metrics: `connectors`, and
+/// `traces`, `logs` or `profiles` pipelines. Each is an error naming it and
+/// its line, and is taken out of `root` so the rest can be checked.
+pub fn other_signals(origin: &str, text: &str, root: &mut Value) -> Vec<ConfigIssue> {
+    const BESIDE: &str = "infertel carries metrics only: run an OpenTelemetry Collector beside it for traces, logs and profiles (and its connectors), and keep the metrics pipelines here";
+    let mut out = Vec::new();
+    let Some(top) = root.as_mapping_mut() else { return out };
+    if top.remove("connectors").is_some() {
+        let (line, column) = locate_path(text, "connectors");
+        out.push(ConfigIssue {
+            origin: origin.into(),
+            line,
+            column,
+            path: "connectors".into(),
+            message: format!("connectors are not supported: {BESIDE}"),
+        });
+    }
+    let Some(pipelines) = top.get_mut("service").and_then(|s| s.get_mut("pipelines")).and_then(Value::as_mapping_mut)
+    else {
+        return out;
+    };
+    let other: Vec<Value> = pipelines
+        .keys()
+        .filter(|k| {
+            let kind = k.as_str().unwrap_or("").split('/').next().unwrap_or("");
+            matches!(kind, "traces" | "logs" | "profiles")
+        })
+        .cloned()
+        .collect();
+    for k in other {
+        pipelines.remove(&k);
+        let name = k.as_str().unwrap_or("");
+        let path = format!("service.pipelines.{name}");
+        let (line, column) = locate_path(text, &path);
+        out.push(ConfigIssue {
+            origin: origin.into(),
+            line,
+            column,
+            path,
+            message: format!("pipeline {name:?} is not a metrics pipeline: {BESIDE}"),
+        });
+    }
+    out
+}
+
 /// The first error serde found (located by serde), and every other one
 /// found piece by piece, in line order.
 pub fn all_errors(origin: &str, text: &str, root: Option<&Value>, first: ConfigIssue) -> Vec<ConfigIssue> {

@@ -325,6 +325,19 @@ fn load_expanded(
         Ok(s) => s,
         Err(errors) => return Err(Refused { errors, warnings }),
     };
+    // A Collector config with traces, logs or profiles: refused by name and
+    // line, with the rest of the file checked as well.
+    if let Some(mut root) = stripped.clone().or_else(|| serde_yaml::from_str::<serde_yaml::Value>(&expanded).ok()) {
+        let mut errors = issues::other_signals(origin, &expanded, &mut root);
+        if !errors.is_empty() {
+            errors.extend(issues::every_error(origin, &expanded, &root));
+            if let Ok(config) = serde_yaml::from_value::<Config>(root) {
+                errors.extend(validate(origin, &expanded, &config).errors);
+            }
+            errors.sort_by_key(|e| e.line.unwrap_or(usize::MAX));
+            return Err(Refused { errors, warnings });
+        }
+    }
     let parsed = match &stripped {
         // A pasted server config, its server-only sections taken out.
         Some(v) => serde_yaml::from_value(v.clone()),

@@ -303,15 +303,13 @@ impl ScrapeLoop {
                 };
                 dropped("out_of_order", stats.out_of_order);
                 dropped("duplicate", stats.duplicates);
-                if stats.duplicates > 0 {
-                    if !cache.warned_duplicates {
-                        cache.warned_duplicates = true;
-                        tracing::warn!(
-                            receiver = %self.job.receiver, job = %m.job, instance = %m.instance,
-                            "{} samples dropped: the same series appears more than once in one scrape (the first is kept); logged once per target",
-                            stats.duplicates
-                        );
-                    }
+                if stats.duplicates > 0 && !cache.warned_duplicates {
+                    cache.warned_duplicates = true;
+                    tracing::warn!(
+                        receiver = %self.job.receiver, job = %m.job, instance = %m.instance,
+                        "{} samples dropped: the same series appears more than once in one scrape (the first is kept); logged once per target",
+                        stats.duplicates
+                    );
                 }
                 (1.0, stats)
             }

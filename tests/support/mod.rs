@@ -41,7 +41,9 @@ pub fn infertel_bin() -> PathBuf {
 /// Fails the test with a clear message when a required program is missing:
 /// the test command installs them, so a missing one is a setup bug.
 pub fn require(program: &str) -> PathBuf {
-    for dir in std::env::var("PATH").unwrap_or_default().split(':') {
+    // Debian puts dnsmasq and nginx in /usr/sbin, which a non-login PATH may lack.
+    let path = std::env::var("PATH").unwrap_or_default() + ":/usr/sbin:/sbin";
+    for dir in path.split(':') {
         let p = Path::new(dir).join(program);
         if p.is_file() {
             return p;

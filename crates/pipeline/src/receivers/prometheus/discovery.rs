@@ -15,6 +15,12 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// Go's `net.JoinHostPort`, as Prometheus' discovery writes addresses:
+/// an IPv6 host in brackets.
+pub(crate) fn join_host_port(host: &str, port: impl std::fmt::Display) -> String {
+    if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
+}
+
 /// Targets sharing labels, from one source.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TargetGroup {

@@ -91,35 +91,32 @@ impl SeriesCache {
         self.len() == 0
     }
 
+    /// A staleness marker at `ts` for each series the last scrape forwarded
+    /// (not those with the target's own timestamps, nor shadowed ones).
+    fn markers_for_last_scrape(&self, ts: i64) -> Vec<Series> {
+        let prev = self.scrape_id;
+        self.entries
+            .values()
+            .filter(|e| e.seen == prev && e.track_staleness && !e.shadowed)
+            .filter_map(|e| e.out.clone())
+            .map(|labels| Series { labels, samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }] })
+            .collect()
+    }
+
     /// A failed scrape, as Prometheus ends one: stale markers at `ts` for
     /// the series of the last scrape the failed one did not reach; the
     /// cache keeps every series (so the next scrape does not count them as
     /// added again) and the series it reached become "the last scrape".
     pub fn failed(&mut self, ts: i64) -> Vec<Series> {
-        let prev = self.scrape_id;
-        let out = self
-            .entries
-            .values()
-            .filter(|e| e.seen == prev && e.track_staleness && !e.shadowed)
-            .filter_map(|e| e.out.clone())
-            .map(|labels| Series { labels, samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }] })
-            .collect();
-        self.scrape_id = prev + 1;
+        let out = self.markers_for_last_scrape(ts);
+        self.scrape_id += 1;
         out
     }
 
     /// Stale markers at `ts` for every series of the last scrape; empties
     /// the cache (a target that goes away).
     pub fn stale_all(&mut self, ts: i64) -> Vec<Series> {
-        let prev = self.scrape_id;
-        let out = self
-            .entries
-            .values()
-            .filter(|e| e.seen == prev && e.track_staleness)
-            .filter(|e| !e.shadowed)
-            .filter_map(|e| e.out.clone())
-            .map(|labels| Series { labels, samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }] })
-            .collect();
+        let out = self.markers_for_last_scrape(ts);
         self.entries.clear();
         self.owners.clear();
         out

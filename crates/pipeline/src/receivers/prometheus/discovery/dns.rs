@@ -16,7 +16,7 @@
 //!   targets, counted in `infertel_receiver_discovery_errors_total{mechanism="dns"}`
 //!   and logged.
 
-use super::TargetGroup;
+use super::{TargetGroup, join_host_port as host_port};
 use crate::config::Duration;
 use hickory_resolver::TokioResolver;
 use hickory_resolver::config::{NameServerConfig, ResolverConfig, ResolverOpts};
@@ -94,11 +94,6 @@ fn parse_server(s: &str) -> Result<SocketAddr, String> {
     s.parse::<IpAddr>()
         .map(|ip| SocketAddr::new(ip, 53))
         .map_err(|_| format!("nameservers: {s:?} is not an IP address or IP:port"))
-}
-
-/// Go's `net.JoinHostPort`.
-fn host_port(host: &str, port: u16) -> String {
-    if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
 }
 
 /// One `dns_sd_configs` entry: its resolver, each name's last good groups,

@@ -65,7 +65,7 @@ impl SeenPods {
                     container_labels(&mut ls, c, cp, cp.protocol.as_deref().unwrap_or("TCP"));
                     out.push(TargetGroup {
                         source: format!("{source}/pod/{key}/{}/{}", c.name, cp.container_port),
-                        targets: vec![join_host_port(&ip, &cp.container_port.to_string())],
+                        targets: vec![join_host_port(&ip, cp.container_port)],
                         labels: ls,
                     });
                 }
@@ -152,7 +152,7 @@ pub fn build_endpoints(ep: &Endpoints, rel: &Related) -> Vec<TargetGroup> {
                 }
                 out.push(TargetGroup {
                     source: format!("{source}/{}/{}", addr.ip, port.port),
-                    targets: vec![join_host_port(&addr.ip, &port.port.to_string())],
+                    targets: vec![join_host_port(&addr.ip, port.port)],
                     labels: ls,
                 });
             }
@@ -226,7 +226,7 @@ pub fn build_endpointslice(slice: &EndpointSlice, rel: &Related) -> Vec<TargetGr
                     seen.saw(&pod, port.port);
                 }
                 let target = match port.port {
-                    Some(n) => join_host_port(addr, &n.to_string()),
+                    Some(n) => join_host_port(addr, n),
                     None => addr.clone(),
                 };
                 out.push(TargetGroup { source: format!("{source}/{e}/{target}"), targets: vec![target], labels: ls });

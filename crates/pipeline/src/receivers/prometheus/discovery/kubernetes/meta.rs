@@ -39,10 +39,7 @@ pub(super) fn add_object_meta(ls: &mut Labels, meta: &ObjectMeta, role: &str) {
     add_labels_and_annotations(ls, meta, role, true);
 }
 
-/// Go's `net.JoinHostPort`.
-pub(super) fn join_host_port(host: &str, port: &str) -> String {
-    if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
-}
+pub(super) use crate::receivers::prometheus::discovery::join_host_port;
 
 /// Prometheus' `podLabels`: the pod's own labels, without its namespace
 /// and containers.

@@ -84,11 +84,7 @@ pub fn build_node(node: &Node) -> Vec<TargetGroup> {
     };
     let port = status.daemon_endpoints.and_then(|d| d.kubelet_endpoint).map(|e| e.port).unwrap_or(10250);
     ls.insert("instance".into(), name.clone());
-    vec![TargetGroup {
-        source: format!("node/{name}"),
-        targets: vec![join_host_port(addr, &port.to_string())],
-        labels: ls,
-    }]
+    vec![TargetGroup { source: format!("node/{name}"), targets: vec![join_host_port(addr, port)], labels: ls }]
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ const BODY: &[u8] = include_bytes!("data/node-1000.prom");
 fn target() -> Target {
     let labels = Labels::from_pairs([("job", "bench"), ("instance", "127.0.0.1:21000")]);
     Target {
+        discovered: labels.clone(),
         all_labels: labels.clone(),
         labels,
         url: "http://127.0.0.1:21000/metrics".into(),

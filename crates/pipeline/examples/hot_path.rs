@@ -37,6 +37,7 @@ fn main() {
     });
     let labels = Labels::from_pairs([("job", "bench"), ("instance", "127.0.0.1:21000")]);
     let t = Target {
+        discovered: labels.clone(),
         all_labels: labels.clone(),
         labels,
         url: "http://127.0.0.1:21000/metrics".into(),

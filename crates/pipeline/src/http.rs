@@ -338,6 +338,20 @@ impl ServerCertVerifier for NoVerify {
 
 /// Reads a secret file (password_file, credentials_file, token filename),
 /// trimming the trailing newline editors and `kubectl create secret` add.
+/// A TLS server configuration from a PEM certificate chain and key (the
+/// agent's own servers: the status page).
+pub fn server_config(cert_file: &Path, key_file: &Path) -> Result<rustls::ServerConfig, String> {
+    ensure_crypto_provider();
+    let certs = read_certs(cert_file, "cert_file")?;
+    let key = read_key(key_file)?;
+    let mut c = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("cert_file/key_file: {e}"))?;
+    c.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(c)
+}
+
 pub fn read_secret_file(path: &Path, what: &str) -> Result<String, String> {
     std::fs::read_to_string(path)
         .map(|s| s.trim_end_matches(['\n', '\r']).to_string())

@@ -17,6 +17,7 @@ pub mod processors;
 pub mod receivers;
 pub mod secrets;
 pub mod self_otlp;
+pub mod status;
 pub mod telemetry;
 
 pub use config::{Config, ConfigIssue, load_str};

@@ -90,7 +90,7 @@ pub fn scrub(text: &str) -> Cow<'_, str> {
 /// `prometheusremotewrite/bearer`) are never keys of a credential: their
 /// subtrees hold endpoints and references, whose secrets have keys of their
 /// own.
-fn is_secret_key(k: &str) -> bool {
+pub(crate) fn is_secret_key(k: &str) -> bool {
     let k = k.to_ascii_lowercase();
     if k.contains('/') || k.ends_with("_file") || k.ends_with("_path") {
         return false;

@@ -144,6 +144,8 @@ type Hook = Arc<dyn Fn(&NewSeries<'_>) + Send + Sync>;
 pub struct Telemetry {
     families: Arc<Mutex<BTreeMap<&'static str, Family>>>,
     hooks: Arc<Mutex<Vec<Hook>>>,
+    /// What the status page reads, written by the same components.
+    status: Arc<crate::status::StatusBoard>,
 }
 
 fn key(labels: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -153,6 +155,11 @@ fn key(labels: &[(&str, &str)]) -> Vec<(String, String)> {
 impl Telemetry {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The process' status board (targets, traces, history).
+    pub fn status(&self) -> &Arc<crate::status::StatusBoard> {
+        &self.status
     }
 
     fn with_family<R>(

@@ -538,6 +538,38 @@ impl Relabeler {
         }
         if work.changed { Some(Labels::from_vec(work.labels)) } else { Some(labels.clone()) }
     }
+
+    /// The rules applied one by one, for a person debugging them (the
+    /// status page): each rule's output, or where the set was dropped.
+    /// Stops at the rule that dropped it. Not for the hot path.
+    pub fn steps(&self, labels: &Labels) -> Vec<Step> {
+        let mut work = Work { labels: labels.as_slice().to_vec(), changed: false };
+        let mut val = String::new();
+        let mut out = Vec::with_capacity(self.rules.len());
+        for (index, rule) in self.rules.iter().enumerate() {
+            let before = work.labels.clone();
+            let kept = rule.apply(&mut work, &mut val);
+            let output = kept.then(|| Labels::from_vec(work.labels.clone()));
+            let changed = output.as_ref().is_some_and(|o| o.as_slice() != before.as_slice());
+            out.push(Step { index, action: rule.action(), output, changed });
+            if !kept {
+                break;
+            }
+        }
+        out
+    }
+}
+
+/// One rule's effect in [`Relabeler::steps`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// The rule's position in its list (0-based).
+    pub index: usize,
+    pub action: Action,
+    /// The label set after the rule; `None`: the rule dropped it.
+    pub output: Option<Labels>,
+    /// The rule changed the set.
+    pub changed: bool,
 }
 
 #[cfg(test)]

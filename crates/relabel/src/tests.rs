@@ -217,3 +217,29 @@ fn validation_errors_name_the_field() {
     assert!(matches!(e, RelabelError::InRule { index: 1, .. }), "{e}");
     assert!(e.to_string().contains("regex"), "{e}");
 }
+
+#[test]
+fn steps_show_each_rule_and_stop_where_the_set_is_dropped() {
+    let configs: Vec<RelabelConfig> = serde_yaml::from_str(
+        "- {target_label: team, replacement: infra}\n- {regex: model_name, action: labeldrop}\n- {source_labels: [team], regex: infra, action: drop}\n- {target_label: never, replacement: x}\n",
+    )
+    .expect("yaml");
+    let r = Relabeler::new(&configs).expect("valid");
+    let input = Labels::from_pairs(BASE.iter().copied());
+    let steps = r.steps(&input);
+    // The last rule is never reached: the third dropped the set.
+    assert_eq!(steps.len(), 3);
+    assert_eq!(steps[0].output.as_ref().and_then(|l| l.get("team")), Some("infra"));
+    assert!(steps[0].changed);
+    assert_eq!(steps[1].action, Action::LabelDrop);
+    assert_eq!(steps[1].output.as_ref().map(|l| l.get("model_name")), Some(None));
+    assert_eq!((steps[2].index, steps[2].action, steps[2].output.is_none()), (2, Action::Drop, true));
+    // Agrees with process().
+    assert_eq!(r.process(&input), None);
+    let keep = Relabeler::new(&configs[..2]).expect("valid");
+    assert_eq!(keep.steps(&input).last().and_then(|s| s.output.clone()), keep.process(&input));
+    // A rule that matches nothing leaves the set as it was.
+    let noop = Relabeler::new(&[cfg("{source_labels: [absent], regex: x, action: drop}")]).expect("valid");
+    let s = noop.steps(&input);
+    assert_eq!((s.len(), s[0].changed, s[0].output.as_ref()), (1, false, Some(&input)));
+}

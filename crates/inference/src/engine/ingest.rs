@@ -18,7 +18,7 @@ use std::sync::LazyLock;
 /// address cannot be reused by another label set while it is a key. A label
 /// set equal in content but newly allocated (the receiver re-interned it) is
 /// re-keyed when first seen, so one series never has two entries.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct ByLabels(FxHashMap<usize, (Labels, Vec<Sample>)>);
 
 impl ByLabels {
@@ -57,6 +57,7 @@ impl<'a> IntoIterator for &'a ByLabels {
     }
 }
 
+#[derive(Clone)]
 pub(crate) struct TargetState {
     /// Wire name (interned, see [`wire`]) → label set → samples, oldest
     /// first. Staleness markers are not stored: a range ignores them.
@@ -242,6 +243,7 @@ fn diverge<'v>(old: &mut [Seen], pos: usize, new: &'v mut Option<Vec<Seen>>) -> 
 
 /// One series of a target's last scrape, in body order. The label set is
 /// held (so its address stays its identity) until the next scrape takes it.
+#[derive(Clone)]
 struct Seen {
     labels: Option<Labels>,
     info: SeriesInfo,

@@ -156,6 +156,7 @@ pub struct Evaluation {
     pub schema_event: Option<SchemaEvent>,
 }
 
+#[derive(Clone)]
 pub struct Engine {
     pub settings: Settings,
     pub(crate) targets: BTreeMap<TargetKey, TargetState>,

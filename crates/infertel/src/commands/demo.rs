@@ -114,12 +114,15 @@ fn fmt_opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
     v.map(f).unwrap_or_else(|| "…".into())
 }
 
-fn render(v: &View, elapsed: Duration, rate: f64, telemetry_addr: &str) -> String {
+fn render(v: &View, elapsed: Duration, rate: f64, telemetry_addr: &str, status_url: &str) -> String {
     let mut s = String::new();
     s.push_str(&format!(
         "infertel demo — simulated vLLM + dcgm-exporter on loopback — {:.0}s — Ctrl-C to stop\n\n",
         elapsed.as_secs_f64()
     ));
+    if !status_url.is_empty() {
+        s.push_str(&format!("status page: {status_url}  (targets, series fate, exporters, inference)\n\n"));
+    }
     s.push_str("TARGETS\n");
     s.push_str(&format!("  {:<6} {:<22} {:<5} {:>10} {:>9}\n", "job", "instance", "up", "scrape", "samples"));
     for ((job, inst), t) in &v.targets {
@@ -203,12 +206,18 @@ pub async fn demo(log: &LogArgs, duration: Option<String>, concurrency: f64, int
         }
     };
     let (vllm, dcgm) = (sim.vllm_addr.to_string(), sim.dcgm_addr.to_string());
+    // The status page on its usual port when it is free (a bookmark works),
+    // on any free loopback port otherwise; INFERTEL_DEMO_STATUS chooses.
+    let status_addr = std::env::var("INFERTEL_DEMO_STATUS").unwrap_or_else(|_| {
+        if std::net::TcpListener::bind("127.0.0.1:55679").is_ok() { "127.0.0.1:55679".into() } else { "127.0.0.1:0".into() }
+    });
     let lookup = |n: &str| -> Option<String> {
         match n {
             "INFERTEL_DEMO_VLLM" => Some(vllm.clone()),
             "INFERTEL_DEMO_DCGM" => Some(dcgm.clone()),
             "INFERTEL_DEMO_INTERVAL" => Some(interval.clone()),
             "INFERTEL_DEMO_TELEMETRY" => Some("127.0.0.1:0".into()),
+            "INFERTEL_DEMO_STATUS" => Some(status_addr.clone()),
             _ => None,
         }
     };
@@ -220,7 +229,7 @@ pub async fn demo(log: &LogArgs, duration: Option<String>, concurrency: f64, int
         }
     };
     let tap = Arc::new(Tap(Mutex::new(View::default())));
-    let service = match Service::build(loaded.config, Telemetry::new(), Some(tap.clone())) {
+    let mut service = match Service::build(loaded.config, Telemetry::new(), Some(tap.clone())) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: embedded demo config: {e}");
@@ -235,6 +244,13 @@ pub async fn demo(log: &LogArgs, duration: Option<String>, concurrency: f64, int
         }
     };
     let telemetry_addr = listener.as_ref().and_then(|l| l.local_addr().ok()).map(|a| a.to_string()).unwrap_or_default();
+    let status_url = match service.bind_status().await {
+        Ok(a) => a.map(|a| format!("http://{a}/")).unwrap_or_default(),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::FAILURE;
+        }
+    };
     let (tx, rx) = watch::channel(false);
     let task = tokio::spawn(service.run(listener, rx));
     let tty = std::io::stdout().is_terminal();
@@ -253,7 +269,7 @@ pub async fn demo(log: &LogArgs, duration: Option<String>, concurrency: f64, int
             let dt = last.0.elapsed().as_secs_f64().max(1e-3);
             let rate = (v.samples_total - last.1) as f64 / dt;
             last = (Instant::now(), v.samples_total);
-            render(&v, start.elapsed(), rate, &telemetry_addr)
+            render(&v, start.elapsed(), rate, &telemetry_addr, &status_url)
         };
         let mut out = std::io::stdout().lock();
         if tty {

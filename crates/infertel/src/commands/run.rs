@@ -38,6 +38,11 @@ pub async fn run(log: &LogArgs, path: &Path, watch_config: bool) -> u8 {
             return exit::FAILURE;
         }
     }
+    // The status page's port is taken before the probes: a conflict is reported first.
+    if let Err(e) = service.bind_status().await {
+        tracing::error!("{e}");
+        return exit::FAILURE;
+    }
     if let Err(faults) = service.startup_checks().await {
         for f in &faults {
             eprintln!("error: {f}");

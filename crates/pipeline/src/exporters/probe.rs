@@ -542,6 +542,19 @@ pub struct EndpointState {
     held: Arc<Gauge>,
     last: Mutex<Option<ProbeResult>>,
     last_log: Mutex<Option<Instant>>,
+    /// The last answer the endpoint gave to a request (status page).
+    last_response: Mutex<Option<LastResponse>>,
+    /// The startup check's result, once made.
+    startup: Mutex<Option<ProbeResult>>,
+}
+
+/// What the endpoint last answered: `HTTP 204`, `gRPC OK`, `HTTP 403`
+/// with the start of the body (redacted, one line).
+#[derive(Debug, Clone)]
+pub struct LastResponse {
+    pub at: std::time::SystemTime,
+    pub status: String,
+    pub body: String,
 }
 
 impl EndpointState {
@@ -579,6 +592,8 @@ impl EndpointState {
             held,
             last: Mutex::new(None),
             last_log: Mutex::new(None),
+            last_response: Mutex::new(None),
+            startup: Mutex::new(None),
         })
     }
 
@@ -589,6 +604,29 @@ impl EndpointState {
     /// The last failure seen, for `/readyz`.
     pub fn last_failure(&self) -> Option<ProbeResult> {
         self.last.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Notes the endpoint's answer to a request.
+    pub fn note_response(&self, status: impl Into<String>, body: &str) {
+        let r = LastResponse {
+            at: std::time::SystemTime::now(),
+            status: status.into(),
+            body: one_line(&redact_text(body), 300),
+        };
+        *self.last_response.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+    }
+
+    pub fn last_response(&self) -> Option<LastResponse> {
+        self.last_response.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Notes the startup check's result.
+    pub fn note_startup(&self, r: &ProbeResult) {
+        *self.startup.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.clone());
+    }
+
+    pub fn startup(&self) -> Option<ProbeResult> {
+        self.startup.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The endpoint answered: open the gate.

@@ -28,8 +28,9 @@ use crate::consumer::{BoxFuture, Consumer};
 use crate::exporters::persistent::{DiskQueue, Storage};
 use crate::exporters::probe::{EndpointState, ProbeResult};
 use crate::exporters::shared::QueueConfig;
+use crate::status::trace::{ExportState, Trace};
 use crate::telemetry::{Counter, Gauge, Telemetry};
-use infertel_model::{Batch, Series};
+use infertel_model::{Batch, Labels, Series};
 use infertel_otlp::Naming;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -463,7 +464,11 @@ impl<D: Deliver> SendingQueue<D> {
     async fn deliver_one(&self, state: &mut D::State, item: Item) -> bool {
         let mut finished = true;
         let naming = item.naming;
+        let traced = self.traced(&item.batch);
         let d = self.deliver.deliver(state, item.batch, naming).await;
+        if !traced.is_empty() {
+            self.note_delivery(&traced, &d);
+        }
         let persistent = self.is_persistent();
         let mut held = 0u64;
         for (n, outcome) in d.outcomes {
@@ -484,6 +489,77 @@ impl<D: Deliver> SendingQueue<D> {
             }
         }
         finished
+    }
+
+    /// The series of `batch` some open trace follows (none, at the cost of
+    /// one atomic load, while no trace is open).
+    fn traced(&self, batch: &Batch) -> Vec<(Labels, Vec<Arc<Trace>>, u64)> {
+        let tracer = &self.telemetry.status().tracer;
+        if !tracer.active() {
+            return Vec::new();
+        }
+        batch
+            .series
+            .iter()
+            .filter(|s| tracer.may_follow(s.labels.metric_name()))
+            .filter_map(|s| {
+                let t = tracer.following(&s.labels);
+                (!t.is_empty()).then(|| (s.labels.clone(), t, s.samples.len() as u64))
+            })
+            .collect()
+    }
+
+    /// Traced series that `admit` (write_relabel_configs, the exporter's
+    /// filters) let through are queued, or held while the endpoint is paused.
+    fn note_admitted(&self, before: &[(Labels, Vec<Arc<Trace>>, u64)], batch: &Batch) {
+        let state = self.endpoint_state();
+        for (labels, traces, n) in before {
+            let kept = batch.series.iter().any(|s| s.labels == *labels);
+            let (st, why) = if !kept {
+                (ExportState::Dropped, "dropped before the queue: write_relabel_configs (or the exporter's filter) removed it".to_string())
+            } else {
+                match &state {
+                    Some(e) if !e.is_up() => (
+                        ExportState::Held,
+                        format!(
+                            "held: the exporter is paused, data waits in its queue until the endpoint answers: {}",
+                            e.last_failure().map(|r| r.line()).unwrap_or_else(|| "endpoint down".into())
+                        ),
+                    ),
+                    _ => (ExportState::Queued, String::new()),
+                }
+            };
+            for t in traces {
+                t.exported(&self.id, labels, st, &why, *n);
+            }
+        }
+    }
+
+    /// What became of the traced series of one delivery.
+    fn note_delivery(&self, traced: &[(Labels, Vec<Arc<Trace>>, u64)], d: &Delivered) {
+        let failed = d.outcomes.iter().find_map(|(_, o)| *o);
+        let state = self.endpoint_state();
+        let answer = state.as_ref().and_then(|e| e.last_response()).map(|r| {
+            if r.body.is_empty() { r.status } else { format!("{}: {}", r.status, r.body) }
+        });
+        let (st, why) = match failed {
+            None => (ExportState::Delivered, answer.unwrap_or_else(|| "accepted".into())),
+            Some(SHUTDOWN) => (ExportState::Held, "held when the exporter stopped or was replaced: kept for its successor or on disk".into()),
+            Some(reason) => {
+                let refusal = state.as_ref().and_then(|e| e.last_failure()).map(|r| r.line());
+                (
+                    if reason == "rejected" { ExportState::Rejected } else { ExportState::Dropped },
+                    format!("{reason}: {}", answer.or(refusal).unwrap_or_default()),
+                )
+            }
+        };
+        // A delivery with several outcomes (a split request): the series'
+        // own part is not known, the request's worst outcome is shown.
+        for (labels, traces, n) in traced {
+            for t in traces {
+                t.exported(&self.id, labels, st, &why, *n);
+            }
+        }
     }
 
     /// A reload replaces this exporter: the consumers stop after the request
@@ -763,7 +839,11 @@ impl<D: Deliver> SendingQueue<D> {
         if let Some(next) = self.successor.get() {
             return next.consume_as(batch, naming).await;
         }
+        let before = self.traced(&batch);
         let batch = self.deliver.admit(batch, naming);
+        if !before.is_empty() {
+            self.note_admitted(&before, &batch);
+        }
         if batch.is_empty() {
             return;
         }

@@ -1,9 +1,12 @@
 //! Extensions: `basicauth` and `bearertokenauth` (client side, as in the
-//! Collector) that exporters reference with `auth.authenticator`;
-//! `health_check` (`/healthz`, `/readyz`); and `file_storage`, where
-//! exporters' `sending_queue.storage` keeps their queue on disk.
+//! Collector, that exporters reference with `auth.authenticator`; server
+//! side for the status page: `htpasswd`, the expected token);
+//! `health_check` (`/healthz`, `/readyz`); `status`/`zpages` (the web UI,
+//! `status/`); and `file_storage`, where exporters' `sending_queue.storage`
+//! keeps their queue on disk.
 
 pub mod health_check;
+pub mod status;
 
 use crate::config::{ComponentKind, or_default};
 use crate::http::read_secret_file;
@@ -15,6 +18,47 @@ use std::path::PathBuf;
 #[serde(deny_unknown_fields)]
 pub struct BasicAuthConfig {
     pub client_auth: Option<ClientAuth>,
+    /// Server side (the status page): the users allowed in.
+    pub htpasswd: Option<Htpasswd>,
+}
+
+/// The Collector's `htpasswd`: `user:password` lines inline or in a file.
+#[derive(Debug, Deserialize, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Htpasswd {
+    pub inline: Option<String>,
+    pub file: Option<PathBuf>,
+}
+
+impl Htpasswd {
+    /// The `(user, password)` entries; the file is read on every call, so a
+    /// rotated one is picked up.
+    pub fn entries(&self) -> Result<Vec<(String, String)>, String> {
+        let mut text = self.inline.clone().unwrap_or_default();
+        if let Some(f) = &self.file {
+            let t = std::fs::read_to_string(f).map_err(|e| format!("htpasswd file {}: {e}", f.display()))?;
+            text.push('\n');
+            text.push_str(&t);
+        }
+        let mut out = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let l = line.trim();
+            if l.is_empty() || l.starts_with('#') {
+                continue;
+            }
+            let Some((u, p)) = l.split_once(':') else {
+                return Err(format!("htpasswd line {}: expected user:password", i + 1));
+            };
+            if p.starts_with("$2") || p.starts_with("$apr1$") || p.starts_with("{SHA}") || p.starts_with("{SSHA}") {
+                return Err(format!(
+                    "htpasswd line {}: user {u:?} has a hashed password (bcrypt, MD5, SHA): this build reads plain user:password entries only",
+                    i + 1
+                ));
+            }
+            out.push((u.to_string(), p.to_string()));
+        }
+        Ok(out)
+    }
 }
 
 #[derive(Debug, Deserialize, Clone, Default)]
@@ -72,17 +116,22 @@ pub enum ExtensionConfig {
     BearerTokenAuth(BearerTokenAuthConfig),
     HealthCheck(health_check::HealthCheckConfig),
     FileStorage(FileStorageConfig),
+    /// `status` or, with the Collector's name, `zpages` (`true`).
+    Status(status::StatusConfig, bool),
 }
 
 impl ComponentKind for ExtensionConfig {
     const SECTION: &'static str = "extension";
-    const KNOWN: &'static [&'static str] = &["basicauth", "bearertokenauth", "file_storage", "health_check"];
+    const KNOWN: &'static [&'static str] =
+        &["basicauth", "bearertokenauth", "file_storage", "health_check", "status", "zpages"];
     fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
         match kind {
             "basicauth" => Ok(ExtensionConfig::BasicAuth(or_default(d)?)),
             "bearertokenauth" => Ok(ExtensionConfig::BearerTokenAuth(or_default(d)?)),
             "health_check" => Ok(ExtensionConfig::HealthCheck(or_default(d)?)),
             "file_storage" => Ok(ExtensionConfig::FileStorage(Deserialize::deserialize(d)?)),
+            "status" => Ok(ExtensionConfig::Status(or_default(d)?, false)),
+            "zpages" => Ok(ExtensionConfig::Status(or_default(d)?, true)),
             other => Err(serde::de::Error::custom(format!("unknown extension type {other:?}"))),
         }
     }
@@ -91,8 +140,17 @@ impl ComponentKind for ExtensionConfig {
 impl ExtensionConfig {
     pub fn validate(&self) -> Result<(), String> {
         match self {
+            ExtensionConfig::BasicAuth(c) if c.client_auth.is_none() => match &c.htpasswd {
+                None => Err("basicauth: set client_auth (username, password) for exporters, or htpasswd (inline, file) for the status page".into()),
+                Some(h) if h.inline.is_none() && h.file.is_none() => Err("basicauth: htpasswd needs inline or file".into()),
+                Some(h) => match (&h.inline, h.entries()) {
+                    // A file may appear later; inline entries are checked now.
+                    (Some(_), Err(e)) if h.file.is_none() => Err(format!("basicauth: {e}")),
+                    _ => Ok(()),
+                },
+            },
             ExtensionConfig::BasicAuth(c) => match &c.client_auth {
-                None => Err("basicauth: client_auth (username, password) is required for exporters".into()),
+                None => Ok(()),
                 Some(a) if a.username.is_empty() => Err("basicauth: client_auth.username must not be empty".into()),
                 Some(a) if !a.password.is_empty() && a.password_file.is_some() => {
                     Err("basicauth: set either client_auth.password or client_auth.password_file, not both".into())
@@ -105,6 +163,7 @@ impl ExtensionConfig {
                 _ => Ok(()),
             },
             ExtensionConfig::HealthCheck(c) => c.socket_addr().map(|_| ()),
+            ExtensionConfig::Status(c, _) => c.validate(),
             ExtensionConfig::FileStorage(c) => {
                 if c.directory.as_os_str().is_empty() {
                     return Err("file_storage: directory must not be empty".into());
@@ -130,7 +189,35 @@ impl ExtensionConfig {
     }
 
     pub fn is_authenticator(&self) -> bool {
-        !matches!(self, ExtensionConfig::HealthCheck(_))
+        matches!(self, ExtensionConfig::BasicAuth(_) | ExtensionConfig::BearerTokenAuth(_))
+    }
+
+    /// Server side: whether an `Authorization` header (the value of the
+    /// configured header for `bearertokenauth`) lets a request in.
+    pub fn admits(&self, header: Option<&str>) -> Result<bool, String> {
+        let Some(h) = header else { return Ok(false) };
+        match self {
+            ExtensionConfig::BasicAuth(c) => {
+                let Some(htp) = &c.htpasswd else {
+                    return Err("basicauth has no htpasswd: it cannot check the users of a server".into());
+                };
+                let Some(enc) = h.strip_prefix("Basic ").or_else(|| h.strip_prefix("basic ")) else { return Ok(false) };
+                let Some(plain) = crate::receivers::prometheus::scrape::base64_decode(enc.trim()) else { return Ok(false) };
+                let Ok(plain) = String::from_utf8(plain) else { return Ok(false) };
+                let Some((u, p)) = plain.split_once(':') else { return Ok(false) };
+                Ok(htp.entries()?.iter().any(|(eu, ep)| constant_eq(eu, u) & constant_eq(ep, p)))
+            }
+            ExtensionConfig::BearerTokenAuth(c) => {
+                let token = match (&c.token, &c.filename) {
+                    (_, Some(f)) => read_secret_file(f, "bearertokenauth filename")?,
+                    (Some(t), None) => t.clone(),
+                    (None, None) => return Ok(false),
+                };
+                let want = if c.scheme.is_empty() { token } else { format!("{} {token}", c.scheme) };
+                Ok(constant_eq(h.trim(), &want))
+            }
+            _ => Err("not an authenticator extension".into()),
+        }
     }
 
     /// The header name and value to send on each request.
@@ -158,10 +245,50 @@ impl ExtensionConfig {
             }
             ExtensionConfig::HealthCheck(_) => return Err("health_check is not an authenticator".into()),
             ExtensionConfig::FileStorage(_) => return Err("file_storage is not an authenticator".into()),
+            ExtensionConfig::Status(..) => return Err("status is not an authenticator".into()),
         };
         let mut hv = HeaderValue::from_str(&v)
             .map_err(|_| "credentials contain characters not allowed in an HTTP header".to_string())?;
         hv.set_sensitive(true);
         Ok((name, hv))
+    }
+}
+
+/// Compares without stopping at the first difference (credentials).
+fn constant_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut d = (a.len() != b.len()) as u8;
+    for i in 0..a.len().max(b.len()) {
+        d |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
+    }
+    d == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ext(yaml: &str, kind: &str) -> ExtensionConfig {
+        let v: serde_yaml::Value = serde_yaml::from_str(yaml).unwrap();
+        ExtensionConfig::deserialize_kind(kind, v).unwrap()
+    }
+
+    #[test]
+    fn server_side_basic_and_bearer() {
+        let b = ext("htpasswd: {inline: \"alice:wonder-1\\nbob:builder-2\"}", "basicauth");
+        b.validate().unwrap();
+        let basic = |s: &str| format!("Basic {}", crate::receivers::prometheus::scrape::base64_encode(s.as_bytes()));
+        assert!(b.admits(Some(&basic("alice:wonder-1"))).unwrap());
+        assert!(b.admits(Some(&basic("bob:builder-2"))).unwrap());
+        assert!(!b.admits(Some(&basic("bob:wonder-1"))).unwrap());
+        assert!(!b.admits(Some("Bearer x")).unwrap());
+        assert!(!b.admits(None).unwrap());
+        let t = ext("token: s3cret-token", "bearertokenauth");
+        assert!(t.admits(Some("Bearer s3cret-token")).unwrap());
+        assert!(!t.admits(Some("Bearer s3cret-tokem")).unwrap());
+        let hashed = ext("htpasswd: {inline: \"alice:$2y$05$abc\"}", "basicauth");
+        assert!(hashed.validate().unwrap_err().contains("hashed"), "a hash is refused with the reason");
+        assert!(ext("{}", "basicauth").validate().is_err());
+        assert!(matches!(ext("{}", "zpages"), ExtensionConfig::Status(_, true)));
     }
 }

@@ -74,6 +74,9 @@ pub struct Live {
     health: Option<JoinHandle<()>>,
     shutdown_timeout: Duration,
     handover: Arc<Handover>,
+    /// The status page: its server's key (rebound when it changes) and task.
+    status_key: Option<String>,
+    status: Option<JoinHandle<()>>,
 }
 
 /// What a reload did, per kind of component.
@@ -210,6 +213,8 @@ impl Service {
             tracing::error!("{e}");
         }
         let health = self.health_listener.take().map(|l| serve_health(l, self.readiness.clone()));
+        let status_key = self.status.as_ref().map(|s| s.key());
+        let status = self.start_status();
         let exporters = self.exporters.into_iter().map(|s| start_exporter(s.id, s.key, s.exporter)).collect();
         let processors =
             self.processors.into_iter().map(|p| start_processor(p.key, p.consumer, p.output, p.task)).collect();
@@ -228,7 +233,31 @@ impl Service {
             health,
             shutdown_timeout: self.shutdown_timeout,
             handover: self.handover,
+            status_key,
+            status,
         }
+    }
+
+    /// Serves the status page on the listener bound by
+    /// [`Service::bind_status`] (or binds it now).
+    fn start_status(&mut self) -> Option<JoinHandle<()>> {
+        let s = self.status.as_ref()?;
+        let l = match self.status_listener.take() {
+            Some(l) => l,
+            None => {
+                let std = std::net::TcpListener::bind(s.cfg.socket_addr().ok()?)
+                    .and_then(|l| l.set_nonblocking(true).map(|_| l))
+                    .and_then(tokio::net::TcpListener::from_std);
+                match std {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::error!("extensions.status.endpoint {}: cannot listen: {e}", s.cfg.endpoint);
+                        return None;
+                    }
+                }
+            }
+        };
+        Some(s.serve(l, self.telemetry.clone(), self.readiness.clone()))
     }
 }
 
@@ -410,6 +439,16 @@ impl Live {
         self.processors = processors;
         self.receivers = receivers;
         self.shutdown_timeout = next.shutdown_timeout;
+        let next_status = next.status.as_ref().map(|s| s.key());
+        if next_status != self.status_key {
+            if let Some(h) = self.status.take() {
+                h.abort();
+                // The old server lets go of its port before the new one binds.
+                tokio::task::yield_now().await;
+            }
+            self.status_key = next_status;
+            self.status = next.start_status();
+        }
         if next.health_addr != self.health_addr {
             if let Some(h) = self.health.take() {
                 h.abort();
@@ -505,6 +544,9 @@ impl Live {
             x.close();
         }
         if let Some(h) = self.health {
+            h.abort();
+        }
+        if let Some(h) = self.status {
             h.abort();
         }
         tracing::info!("shutdown complete");

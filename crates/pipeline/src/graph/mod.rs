@@ -115,6 +115,9 @@ pub struct Service {
     health_listener: Option<tokio::net::TcpListener>,
     readiness: Arc<Readiness>,
     handover: Arc<Handover>,
+    /// The `status`/`zpages` extension, when listed.
+    status: Option<crate::extensions::status::server::StatusServer>,
+    status_listener: Option<tokio::net::TcpListener>,
 }
 
 /// One exporter's probe, for `infertel check` and the startup log.
@@ -149,6 +152,27 @@ impl Service {
     ) -> Result<Service, String> {
         let extensions: BTreeMap<String, ExtensionConfig> =
             cfg.extensions.0.iter().map(|(id, c)| (id.to_string(), c.clone())).collect();
+        let status = crate::extensions::status::server::StatusServer::from_config(&cfg.service.extensions, &extensions)?;
+        // What the status page shows of this configuration.
+        let board = telemetry.status();
+        board.enable(status.is_some());
+        board.set_config(crate::status::ConfigView {
+            effective: crate::status::redact_debug(&format!("{cfg:#?}")),
+            pipelines: cfg.service.pipelines.clone(),
+            extensions: cfg.service.extensions.clone(),
+            write_relabel: cfg
+                .exporters
+                .0
+                .iter()
+                .filter_map(|(id, e)| match e {
+                    ExporterConfig::PrometheusRemoteWrite(c) if !c.write_relabel_configs.is_empty() => {
+                        Some((id.to_string(), c.write_relabel_configs.clone()))
+                    }
+                    _ => None,
+                })
+                .collect(),
+            loaded_at: Some(std::time::SystemTime::now()),
+        });
         let mut exporters: Vec<ExporterSlot> = Vec::new();
         let used = |section: &str, id: &ComponentId| {
             cfg.service.pipelines.values().any(|p| {
@@ -339,6 +363,8 @@ impl Service {
             health_listener: None,
             readiness,
             handover,
+            status,
+            status_listener: None,
         })
     }
 
@@ -367,6 +393,16 @@ impl Service {
             .map_err(|e| format!("extensions.health_check.endpoint {a}: cannot listen: {e}"))?;
         let local = l.local_addr().ok();
         self.health_listener = Some(l);
+        Ok(local)
+    }
+
+    /// Binds the status extension's endpoint, when configured, so a port
+    /// conflict is reported before anything starts.
+    pub async fn bind_status(&mut self) -> Result<Option<SocketAddr>, String> {
+        let Some(s) = &self.status else { return Ok(None) };
+        let l = s.bind().await?;
+        let local = l.local_addr().ok();
+        self.status_listener = Some(l);
         Ok(local)
     }
 
@@ -399,6 +435,7 @@ impl Service {
         for p in self.probe_exporters(false).await {
             let Some(st) = states.iter().find(|s| s.exporter == p.id) else { continue };
             let r = &p.result;
+            st.note_startup(r);
             match r.verdict {
                 Verdict::Ok => tracing::info!(exporter = %p.id, endpoint = %p.endpoint, "startup check: {}", r.line()),
                 Verdict::Config if p.check == StartupCheck::Fail => {

@@ -182,6 +182,7 @@ impl RemoteWriteService {
             let mut wait_hint: Option<Duration> = None;
             match res {
                 Ok(resp) if resp.status().is_success() => {
+                    self.state.note_response(format!("HTTP {}", resp.status().as_u16()), "");
                     if held > 0 {
                         self.state.hold(-(req.samples as f64));
                     }
@@ -197,6 +198,7 @@ impl RemoteWriteService {
                         .and_then(|v| v.to_str().ok())
                         .and_then(retry_after);
                     let body = capped_text(resp).await;
+                    self.state.note_response(format!("HTTP {status}"), &body);
                     if probe::holds(&status.to_string()) {
                         if held == 0 {
                             self.state.hold(req.samples as f64);
@@ -275,6 +277,7 @@ impl RemoteWriteService {
                 }
                 Err(AttemptError::Http(e)) => {
                     self.failed(if e.is_timeout() { "timeout" } else { "network" }).inc();
+                    self.state.note_response(if e.is_timeout() { "timeout" } else { "network" }, &describe_error(&e));
                     tracing::warn!(exporter = %self.exporter, endpoint = %endpoint, attempt, "remote write failed, will retry: {}", probe::redact_text(&describe_error(&e)));
                 }
                 Err(AttemptError::Client(e)) => {

@@ -27,7 +27,43 @@ fn series(name: &str, labels: &[(String, String)], ts: i64, v: f64) -> Series {
 
 impl InferenceProcessor {
     pub fn new(id: String, cfg: &InferenceConfig, next: Arc<dyn Consumer>, telemetry: Telemetry) -> Arc<Self> {
-        Arc::new(InferenceProcessor { id, engine: Mutex::new(Engine::new(cfg.settings())), next, telemetry })
+        let p = Arc::new(InferenceProcessor {
+            id: id.clone(),
+            engine: Mutex::new(Engine::new(cfg.settings())),
+            next,
+            telemetry: telemetry.clone(),
+        });
+        telemetry.status().register_inference(&id, &p);
+        p
+    }
+
+    /// What `infertel report` would print of this processor's data at
+    /// `end_ms`, computed on a copy of its state so the processor's own
+    /// evaluations (their cadence, their staleness markers) are untouched.
+    pub fn report(&self, end_ms: i64) -> infertel_inference::report::Report {
+        let mut copy = self.engine.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        infertel_inference::report::build(&mut copy, end_ms)
+    }
+
+    /// Keeps the derived values for the status page's charts.
+    fn remember(&self, ev: &Evaluation) {
+        let h = &self.telemetry.status().history;
+        for d in &ev.derived {
+            let get = |k: &str| d.labels.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str()).unwrap_or("");
+            let others: Vec<String> = d
+                .labels
+                .iter()
+                .filter(|(n, _)| n != "job" && n != "instance")
+                .map(|(n, v)| format!("{n}={v}"))
+                .collect();
+            let key = crate::status::history::SeriesKey {
+                processor: self.id.clone(),
+                target: format!("{}/{}", get("job"), get("instance")),
+                name: d.name.to_string(),
+                labels: others.join(","),
+            };
+            h.push_derived(key, ev.at_ms, d.value);
+        }
     }
 
     fn account(&self, ev: &Evaluation) {
@@ -71,8 +107,12 @@ impl InferenceProcessor {
             due.into_iter().map(|(k, t)| e.evaluate(k, t)).collect()
         };
         let mut families = BTreeSet::new();
+        let remember = self.telemetry.status().enabled();
         for ev in &evals {
             self.account(ev);
+            if remember {
+                self.remember(ev);
+            }
             for d in &ev.derived {
                 out.series.push(series(d.name, &d.labels, ev.at_ms, d.value));
                 families.insert(d.name);

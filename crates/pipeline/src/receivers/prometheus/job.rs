@@ -102,6 +102,39 @@ pub fn base64_encode(data: &[u8]) -> String {
     out
 }
 
+/// Standard base64 decoded (padding optional); `None` on a bad character.
+pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let val = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let t = text.trim_end_matches('=').as_bytes();
+    let mut out = Vec::with_capacity(t.len() * 3 / 4);
+    for c in t.chunks(4) {
+        if c.len() == 1 {
+            return None;
+        }
+        let mut n = 0u32;
+        for (i, b) in c.iter().enumerate() {
+            n |= val(*b)? << (18 - 6 * i);
+        }
+        out.push((n >> 16) as u8);
+        if c.len() > 2 {
+            out.push((n >> 8) as u8);
+        }
+        if c.len() > 3 {
+            out.push(n as u8);
+        }
+    }
+    Some(out)
+}
+
 /// Per-job settings shared by all of the job's targets.
 #[derive(Debug)]
 pub struct JobSettings {
@@ -131,6 +164,8 @@ pub struct JobSettings {
     /// fails with it, as Prometheus forces the error on every loop of the
     /// pool (rather than scraping the first N).
     pub forced_error: std::sync::RwLock<Option<String>>,
+    /// Where open series traces are (the status page's `/series`).
+    pub status: std::sync::Arc<crate::status::StatusBoard>,
 }
 
 impl JobSettings {
@@ -156,6 +191,7 @@ impl JobSettings {
             auth: ScrapeAuth::None,
             interner: Interner::default(),
             forced_error: Default::default(),
+            status: Default::default(),
         }
     }
 }

@@ -17,6 +17,7 @@ use super::scrape::{JobSettings, ScrapeAuth, ScrapeLoop, Stop};
 use super::target::{Populated, Target, populate};
 use crate::consumer::Consumer;
 use crate::processors::memory_limiter::Backpressure;
+use crate::status::targets::TargetStatus;
 use crate::telemetry::Telemetry;
 use infertel_model::{Label, Labels};
 use infertel_relabel::Relabeler;
@@ -40,7 +41,12 @@ struct Running {
     handle: JoinHandle<()>,
 }
 
-fn job_settings(receiver: &str, sc: &ScrapeConfig, g: &GlobalConfig) -> Result<JobSettings, String> {
+fn job_settings(
+    receiver: &str,
+    sc: &ScrapeConfig,
+    g: &GlobalConfig,
+    status: Arc<crate::status::StatusBoard>,
+) -> Result<JobSettings, String> {
     let limits = sc.limits(g);
     let auth = ScrapeAuth::from_parts(
         sc.basic_auth.as_ref(),
@@ -66,6 +72,7 @@ fn job_settings(receiver: &str, sc: &ScrapeConfig, g: &GlobalConfig) -> Result<J
         auth,
         interner: Default::default(),
         forced_error: Default::default(),
+        status,
     })
 }
 
@@ -114,7 +121,7 @@ async fn run_job(
     telemetry: Telemetry,
     mut stop: watch::Receiver<Stop>,
 ) {
-    let job = match job_settings(&receiver, &sc, &g) {
+    let job = match job_settings(&receiver, &sc, &g, telemetry.status().clone()) {
         Ok(j) => Arc::new(j),
         Err(e) => {
             tracing::error!(receiver = %receiver, job = %sc.job_name, "cannot start job: {e}");
@@ -145,6 +152,14 @@ async fn run_job(
     );
     let refresh = sc.file_sd_configs.iter().map(|f| f.refresh_interval.get()).min();
     let mut running: HashMap<(Labels, String), Running> = HashMap::new();
+    // What the status page shows of this job.
+    let pool = telemetry.status().targets.open(
+        &receiver,
+        &sc.job_name,
+        sc.relabel_configs.clone(),
+        sc.metric_relabel_configs.clone(),
+    );
+    let mut statuses: HashMap<(Labels, String), Arc<TargetStatus>> = HashMap::new();
     // Kubernetes discovery runs in the background and wakes this loop on change.
     let k8s_changed = Arc::new(tokio::sync::Notify::new());
     let discovery_errors = |mechanism: &str| {
@@ -240,6 +255,7 @@ async fn run_job(
             groups.extend(g);
         }
         let mut targets: Vec<Target> = Vec::new();
+        let mut dropped: Vec<Labels> = Vec::new();
         for grp in &groups {
             for addr in &grp.targets {
                 match populate(addr, grp, &sc, &g, &relabel) {
@@ -248,7 +264,7 @@ async fn run_job(
                             targets.push(t);
                         }
                     }
-                    Ok(Populated::Dropped) => {}
+                    Ok(Populated::Dropped(d)) => dropped.push(d),
                     Err(e) => {
                         target_errors.inc();
                         tracing::warn!(receiver = %receiver, job = %sc.job_name, source = %grp.source, "{e}");
@@ -277,15 +293,25 @@ async fn run_job(
         let keys: Vec<(Labels, String)> = targets.iter().map(|t| (t.all_labels.clone(), t.url.clone())).collect();
         let gone: Vec<(Labels, String)> = running.keys().filter(|k| !keys.contains(k)).cloned().collect();
         for k in gone {
+            statuses.remove(&k);
             if let Some(r) = running.remove(&k) {
                 let _ = r.stop.send(Stop::TargetGone);
                 let _ = r.handle.await;
             }
         }
+        pool.set_targets(
+            targets
+                .iter()
+                .zip(&keys)
+                .map(|(t, k)| statuses.entry(k.clone()).or_insert_with(|| TargetStatus::new(t)).clone())
+                .collect(),
+            dropped,
+        );
         for (t, k) in targets.into_iter().zip(keys) {
             if running.contains_key(&k) {
                 continue;
             }
+            let status = statuses.get(&k).cloned().unwrap_or_else(|| TargetStatus::new(&t));
             tracing::info!(receiver = %receiver, job = %t.job(), instance = %t.instance(), url = %t.url, "scraping target every {:?}", t.interval);
             let (tx, rx) = watch::channel(Stop::Running);
             let resume = handover.take(&ScrapeLoop::key(&receiver, &t));
@@ -298,6 +324,7 @@ async fn run_job(
                 backpressure: backpressure.clone(),
                 telemetry: telemetry.clone(),
                 handover: handover.clone(),
+                status,
             };
             running.insert(k, Running { stop: tx, handle: tokio::spawn(l.run(rx)) });
         }
@@ -346,4 +373,5 @@ async fn run_job(
     for d in k8s {
         d.join().await;
     }
+    telemetry.status().targets.close(&pool);
 }

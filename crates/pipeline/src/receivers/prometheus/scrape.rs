@@ -19,7 +19,7 @@
 //! series, and how the loop ends (see [`Stop`]).
 
 use super::handover::{Handed, Handover, LoopKey, end_of_target};
-pub use super::job::{ACCEPT_HEADER, Interner, JobSettings, ScrapeAuth, base64_encode};
+pub use super::job::{ACCEPT_HEADER, Interner, JobSettings, ScrapeAuth, base64_decode, base64_encode};
 pub use super::series::{ScrapeFailure, ScrapeStats, SeriesCache, attach_target_labels, build_series};
 use super::series::{fail, report_labels};
 use super::target::Target;
@@ -91,6 +91,8 @@ pub struct ScrapeLoop {
     /// The state of the loop this one replaces (taken from the handover
     /// when the loop is made, before the receiver ends what is unclaimed).
     pub resume: Option<Handed>,
+    /// What the status page shows of this target.
+    pub status: Arc<crate::status::targets::TargetStatus>,
 }
 
 impl ScrapeLoop {
@@ -284,6 +286,7 @@ impl ScrapeLoop {
             ),
             Err(e) => Err(e),
         };
+        let mut failure: Option<(&'static str, String)> = None;
         let (up, stats) = match result {
             Ok(stats) => {
                 if want_meta {
@@ -320,11 +323,26 @@ impl ScrapeLoop {
                 );
                 m.error(e.reason);
                 series = cache.failed(ts);
+                if self.job.status.tracer.active() {
+                    let who = format!("{}/{}", m.job, m.instance);
+                    for s in &series {
+                        for t in self.job.status.tracer.following(&s.labels) {
+                            t.marked(&who, &s.labels, crate::status::trace::ScrapeFate::ScrapeFailed(e.message.clone()));
+                        }
+                    }
+                }
+                failure = Some((e.reason, e.message));
                 (0.0, e.stats.unwrap_or_default())
             }
         };
         m.up.set(up);
         let duration = start.elapsed().as_secs_f64();
+        self.status.record(
+            SystemTime::now(),
+            start.elapsed(),
+            failure.as_ref().map(|(r, msg)| (*r, msg.as_str())),
+            [stats.scraped, stats.post_relabel, stats.series_added],
+        );
         let report = [
             ("up", up),
             ("scrape_duration_seconds", duration),

@@ -7,6 +7,7 @@
 use super::job::JobSettings;
 use super::target::Target;
 use infertel_exposition::Format;
+use crate::status::trace::ScrapeFate;
 use infertel_model::{Label, Labels, METRIC_NAME, Metadata, Sample, Series, stale_nan};
 use rustc_hash::FxHashMap;
 use std::time::Instant;
@@ -230,6 +231,7 @@ pub fn build_series(
     let id = cache.scrape_id + 1;
     let mut stats = ScrapeStats { scraped: exp.samples.len() as u64, ..Default::default() };
     let check_collisions = !job.metric_relabel.is_empty();
+    let tracing = job.status.tracer.active();
     let start_len = out.len();
     let mut failure: Option<ScrapeFailure> = None;
     let mut over_limit = false;
@@ -288,12 +290,23 @@ pub fn build_series(
                 (labels, true, shadowed, false, i64::MIN)
             }
         };
+        // Someone traces this series (the status page): note its fate.
+        let watched = if tracing { watch(&s.name, raw, target, job, labels.as_ref()) } else { None };
+        let note = |fate: ScrapeFate, out: Option<&Labels>| {
+            if let Some(w) = &watched {
+                w.note(target, job, out, fate, s.value);
+            }
+        };
         // Dropped by metric relabeling: read, not kept.
-        let Some(labels) = labels else { continue };
+        let Some(labels) = labels else {
+            note(ScrapeFate::DroppedByRule { index: usize::MAX, action: String::new() }, None);
+            continue;
+        };
         stats.post_relabel += 1;
         if job.sample_limit > 0 && stats.post_relabel > job.sample_limit {
             // Prometheus reads on to the end, counting, then fails.
             over_limit = true;
+            note(ScrapeFate::OverSampleLimit(job.sample_limit), Some(&labels));
             continue;
         }
         if new {
@@ -304,6 +317,7 @@ pub fn build_series(
         // a later explicit timestamp is a sample of its own.
         if shadowed || (again && sample_ts <= last_ts) {
             stats.duplicates += 1;
+            note(ScrapeFate::Duplicate, Some(&labels));
             continue;
         }
         // A timestamp given by the target that does not move forward (the
@@ -311,8 +325,10 @@ pub fn build_series(
         // the sample; forwarding it would get the request refused.
         if sample_ts <= last_ts {
             stats.out_of_order += 1;
+            note(ScrapeFate::OutOfOrder, Some(&labels));
             continue;
         }
+        note(ScrapeFate::Kept, Some(&labels));
         if let Some(e) = cache.entries.get_mut(&key) {
             e.last_ts = sample_ts;
         }
@@ -338,6 +354,12 @@ pub fn build_series(
         }
         if let Some(l) = &e.out {
             if e.seen == prev && e.track_staleness && !e.shadowed {
+                if tracing {
+                    let who = format!("{}/{}", target.job(), target.instance());
+                    for t in job.status.tracer.following(l) {
+                        t.marked(&who, l, ScrapeFate::Stale);
+                    }
+                }
                 out.push(Series { labels: l.clone(), samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }] });
             }
             if owners.get(l) == Some(key) {
@@ -409,6 +431,58 @@ fn valid_metric_name(n: &str) -> bool {
 fn valid_label_name(n: &str) -> bool {
     let mut b = n.bytes();
     b.next().is_some_and(|c| c.is_ascii_alphabetic() || c == b'_') && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+/// A sample some trace follows: its labels as scraped (target labels
+/// attached, before metric relabeling) and the traces.
+struct Watched {
+    scraped_as: Labels,
+    traces: Vec<std::sync::Arc<crate::status::trace::Trace>>,
+}
+
+impl Watched {
+    fn note(&self, target: &Target, job: &JobSettings, out: Option<&Labels>, mut fate: ScrapeFate, value: f64) {
+        if let ScrapeFate::DroppedByRule { index, action } = &mut fate {
+            // Which rule dropped it: stepped through again, for this one series.
+            match job.metric_relabel.steps(&self.scraped_as).last() {
+                Some(step) if step.output.is_none() => {
+                    *index = step.index;
+                    *action = step.action.as_str().to_string();
+                }
+                _ => fate = ScrapeFate::Emptied,
+            }
+        }
+        let who = format!("{}/{}", target.job(), target.instance());
+        for t in &self.traces {
+            t.scraped(&who, &self.scraped_as, out, fate.clone(), value);
+        }
+    }
+}
+
+/// The traces following a sample, if any (only called while one is open).
+fn watch(
+    name: &str,
+    raw: &[(std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>)],
+    target: &Target,
+    job: &JobSettings,
+    out: Option<&Labels>,
+) -> Option<Watched> {
+    let tracer = &job.status.tracer;
+    if !tracer.may_follow(name) && !out.is_some_and(|o| tracer.may_follow(o.metric_name())) {
+        return None;
+    }
+    let mut v: Vec<Label> = vec![Label::new(METRIC_NAME, name)];
+    v.extend(raw.iter().map(|(n, x)| Label::new(n.as_ref(), x.as_ref())));
+    let scraped_as = Labels::from_vec(attach_target_labels(v, &target.labels, job.honor_labels));
+    let mut traces = tracer.following(&scraped_as);
+    if let Some(o) = out {
+        for t in tracer.following(o) {
+            if !traces.iter().any(|x| std::sync::Arc::ptr_eq(x, &t)) {
+                traces.push(t);
+            }
+        }
+    }
+    (!traces.is_empty()).then_some(Watched { scraped_as, traces })
 }
 
 fn finish_labels(
@@ -494,6 +568,7 @@ mod tests {
     fn target() -> Target {
         let labels = Labels::from_pairs([("job", "j"), ("instance", "h:1")]);
         Target {
+            discovered: labels.clone(),
             all_labels: labels.clone(),
             labels,
             url: "http://h:1/metrics".into(),

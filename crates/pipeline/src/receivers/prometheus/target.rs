@@ -15,6 +15,9 @@ use std::collections::BTreeMap;
 /// A target ready to scrape.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Target {
+    /// The labels discovery gave (with the job's defaults), before
+    /// `relabel_configs`: what the status page shows as discovered.
+    pub discovered: Labels,
     /// Every label after relabeling, `__`-prefixed ones included: the
     /// target's identity.
     pub all_labels: Labels,
@@ -44,8 +47,9 @@ impl Target {
 #[derive(Debug, PartialEq)]
 pub enum Populated {
     Target(Target),
-    /// Dropped by `relabel_configs` (not an error).
-    Dropped,
+    /// Dropped by `relabel_configs` (not an error); the labels it was
+    /// discovered with.
+    Dropped(Labels),
 }
 
 fn has_port(addr: &str) -> bool {
@@ -85,7 +89,7 @@ pub fn populate(
         }
     }
     let pre = Labels::from_vec(m.into_iter().map(|(k, v)| Label::new(k, v)).collect());
-    let Some(lset) = relabel.process(&pre) else { return Ok(Populated::Dropped) };
+    let Some(lset) = relabel.process(&pre) else { return Ok(Populated::Dropped(pre)) };
     let mut addr = lset.get("__address__").unwrap_or("").to_string();
     if addr.is_empty() {
         return Err(format!("target {address:?}: no __address__ after relabeling"));
@@ -147,7 +151,7 @@ pub fn populate(
             }
         }
     }
-    Ok(Populated::Target(Target { all_labels, labels, url: url.to_string(), interval, timeout }))
+    Ok(Populated::Target(Target { discovered: pre, all_labels, labels, url: url.to_string(), interval, timeout }))
 }
 
 #[cfg(test)]
@@ -193,7 +197,12 @@ mod tests {
         assert_eq!(t.instance(), "gpu-node:443");
         let drop: Vec<RelabelConfig> =
             serde_yaml::from_str("- {source_labels: [env], regex: prod, action: drop}").unwrap();
-        assert_eq!(populate("h:1", &group("x"), &s, &g, &Relabeler::new(&drop).unwrap()).unwrap(), Populated::Dropped);
+        let Populated::Dropped(d) = populate("h:1", &group("x"), &s, &g, &Relabeler::new(&drop).unwrap()).unwrap()
+        else {
+            panic!("dropped")
+        };
+        assert_eq!(d.get("env"), Some("prod"));
+        assert_eq!(d.get("__address__"), Some("h:1"));
     }
 
     #[test]

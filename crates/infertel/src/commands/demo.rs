@@ -245,7 +245,7 @@ pub async fn demo(log: &LogArgs, duration: Option<String>, concurrency: f64, int
     };
     let telemetry_addr = listener.as_ref().and_then(|l| l.local_addr().ok()).map(|a| a.to_string()).unwrap_or_default();
     let status_url = match service.bind_status().await {
-        Ok(a) => a.map(|a| format!("http://{a}/")).unwrap_or_default(),
+        Ok(a) => a.first().map(|a| format!("http://{a}/")).unwrap_or_default(),
         Err(e) => {
             eprintln!("error: {e}");
             return exit::FAILURE;

@@ -75,8 +75,8 @@ pub struct Live {
     shutdown_timeout: Duration,
     handover: Arc<Handover>,
     /// The status page: its server's key (rebound when it changes) and task.
-    status_key: Option<String>,
-    status: Option<JoinHandle<()>>,
+    status_key: Vec<String>,
+    status: Vec<JoinHandle<()>>,
 }
 
 /// What a reload did, per kind of component.
@@ -213,7 +213,7 @@ impl Service {
             tracing::error!("{e}");
         }
         let health = self.health_listener.take().map(|l| serve_health(l, self.readiness.clone()));
-        let status_key = self.status.as_ref().map(|s| s.key());
+        let status_key = self.status.iter().map(|s| s.key()).collect();
         let status = self.start_status();
         let exporters = self.exporters.into_iter().map(|s| start_exporter(s.id, s.key, s.exporter)).collect();
         let processors =
@@ -238,26 +238,32 @@ impl Service {
         }
     }
 
-    /// Serves the status page on the listener bound by
-    /// [`Service::bind_status`] (or binds it now).
-    fn start_status(&mut self) -> Option<JoinHandle<()>> {
-        let s = self.status.as_ref()?;
-        let l = match self.status_listener.take() {
-            Some(l) => l,
-            None => {
-                let std = std::net::TcpListener::bind(s.cfg.socket_addr().ok()?)
-                    .and_then(|l| l.set_nonblocking(true).map(|_| l))
-                    .and_then(tokio::net::TcpListener::from_std);
-                match std {
-                    Ok(l) => l,
-                    Err(e) => {
-                        tracing::error!("extensions.status.endpoint {}: cannot listen: {e}", s.cfg.endpoint);
-                        return None;
+    /// Serves the status pages on the listeners bound by
+    /// [`Service::bind_status`] (binding those that are not).
+    fn start_status(&mut self) -> Vec<JoinHandle<()>> {
+        let mut out = Vec::new();
+        for (s, slot) in self.status.iter().zip(self.status_listeners.iter_mut()) {
+            let l = match slot.take() {
+                Some(l) => l,
+                None => {
+                    let bound = s
+                        .cfg
+                        .socket_addr()
+                        .and_then(|a| std::net::TcpListener::bind(a).map_err(|e| e.to_string()))
+                        .and_then(|l| l.set_nonblocking(true).map(|_| l).map_err(|e| e.to_string()))
+                        .and_then(|l| tokio::net::TcpListener::from_std(l).map_err(|e| e.to_string()));
+                    match bound {
+                        Ok(l) => l,
+                        Err(e) => {
+                            tracing::error!("extensions status endpoint {}: cannot listen: {e}", s.cfg.endpoint);
+                            continue;
+                        }
                     }
                 }
-            }
-        };
-        Some(s.serve(l, self.telemetry.clone(), self.readiness.clone()))
+            };
+            out.push(s.serve(l, self.telemetry.clone(), self.readiness.clone()));
+        }
+        out
     }
 }
 
@@ -439,12 +445,12 @@ impl Live {
         self.processors = processors;
         self.receivers = receivers;
         self.shutdown_timeout = next.shutdown_timeout;
-        let next_status = next.status.as_ref().map(|s| s.key());
+        let next_status: Vec<String> = next.status.iter().map(|s| s.key()).collect();
         if next_status != self.status_key {
-            if let Some(h) = self.status.take() {
+            for h in self.status.drain(..) {
                 h.abort();
                 // The old server lets go of its port before the new one binds.
-                tokio::task::yield_now().await;
+                let _ = h.await;
             }
             self.status_key = next_status;
             self.status = next.start_status();
@@ -546,7 +552,7 @@ impl Live {
         if let Some(h) = self.health {
             h.abort();
         }
-        if let Some(h) = self.status {
+        for h in self.status {
             h.abort();
         }
         tracing::info!("shutdown complete");

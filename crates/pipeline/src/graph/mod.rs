@@ -115,9 +115,9 @@ pub struct Service {
     health_listener: Option<tokio::net::TcpListener>,
     readiness: Arc<Readiness>,
     handover: Arc<Handover>,
-    /// The `status`/`zpages` extension, when listed.
-    status: Option<crate::extensions::status::server::StatusServer>,
-    status_listener: Option<tokio::net::TcpListener>,
+    /// The `status`/`zpages` extensions listed, and their listeners once bound.
+    status: Vec<crate::extensions::status::server::StatusServer>,
+    status_listeners: Vec<Option<tokio::net::TcpListener>>,
 }
 
 /// One exporter's probe, for `infertel check` and the startup log.
@@ -155,7 +155,7 @@ impl Service {
         let status = crate::extensions::status::server::StatusServer::from_config(&cfg.service.extensions, &extensions)?;
         // What the status page shows of this configuration.
         let board = telemetry.status();
-        board.enable(status.is_some());
+        board.enable(!status.is_empty());
         board.set_config(crate::status::ConfigView {
             effective: crate::status::redact_debug(&format!("{cfg:#?}")),
             pipelines: cfg.service.pipelines.clone(),
@@ -363,8 +363,8 @@ impl Service {
             health_listener: None,
             readiness,
             handover,
+            status_listeners: status.iter().map(|_| None).collect(),
             status,
-            status_listener: None,
         })
     }
 
@@ -398,12 +398,15 @@ impl Service {
 
     /// Binds the status extension's endpoint, when configured, so a port
     /// conflict is reported before anything starts.
-    pub async fn bind_status(&mut self) -> Result<Option<SocketAddr>, String> {
-        let Some(s) = &self.status else { return Ok(None) };
-        let l = s.bind().await?;
-        let local = l.local_addr().ok();
-        self.status_listener = Some(l);
-        Ok(local)
+    /// The addresses bound, in the order the extensions are listed.
+    pub async fn bind_status(&mut self) -> Result<Vec<SocketAddr>, String> {
+        let mut out = Vec::new();
+        for (s, slot) in self.status.iter().zip(self.status_listeners.iter_mut()) {
+            let l = s.bind().await?;
+            out.extend(l.local_addr().ok());
+            *slot = Some(l);
+        }
+        Ok(out)
     }
 
     /// Probes every network exporter (all of them: `infertel check`; or

@@ -35,6 +35,12 @@ pub struct ServerAuth {
     pub authenticator: String,
 }
 
+#[derive(Debug, Deserialize, Clone, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Expvar {
+    pub enabled: bool,
+}
+
 #[derive(Debug, Deserialize, Clone, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct StatusConfig {
@@ -43,7 +49,7 @@ pub struct StatusConfig {
     pub tls: Option<ServerTls>,
     pub auth: Option<ServerAuth>,
     /// The Collector's zpages `expvar` switch: accepted, nothing to serve.
-    pub expvar: Option<serde_yaml::Value>,
+    pub expvar: Option<Expvar>,
 }
 
 impl Default for StatusConfig {

@@ -41,12 +41,12 @@ pub struct StatusServer {
 }
 
 impl StatusServer {
-    /// From the config's extensions (the first `status`/`zpages` listed in
-    /// `service.extensions`).
+    /// Every `status`/`zpages` extension listed in `service.extensions`.
     pub fn from_config(
         listed: &[String],
         extensions: &BTreeMap<String, ExtensionConfig>,
-    ) -> Result<Option<StatusServer>, String> {
+    ) -> Result<Vec<StatusServer>, String> {
+        let mut out: Vec<StatusServer> = Vec::new();
         for name in listed {
             if let Some(ExtensionConfig::Status(c, zpages)) = extensions.get(name) {
                 let auth = match &c.auth {
@@ -72,10 +72,18 @@ impl StatusServer {
                         Some(e.clone())
                     }
                 };
-                return Ok(Some(StatusServer { cfg: c.clone(), zpages: *zpages, auth }));
+                let server = StatusServer { cfg: c.clone(), zpages: *zpages, auth };
+                let addr = server.cfg.socket_addr()?;
+                if let Some(other) = out.iter().find(|o| o.cfg.socket_addr().is_ok_and(|a| a == addr && a.port() != 0)) {
+                    return Err(format!(
+                        "extension {name}: endpoint {addr} is also the endpoint of another status/zpages extension ({}): give each its own",
+                        other.cfg.endpoint
+                    ));
+                }
+                out.push(server);
             }
         }
-        Ok(None)
+        Ok(out)
     }
 
     /// A key that changes when the server must be rebound.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: installs what the tests need
-# (Debian's prometheus, victoria-metrics, nginx, curl, openssl, dnsmasq), then runs
+# (Debian's prometheus, victoria-metrics, nginx, curl, openssl, dnsmasq,
+# chromium for the status page's browser test), then runs
 # every test of the workspace. Tests start the real servers themselves on free
 # loopback ports and stop them by PID.
 set -euo pipefail
@@ -17,6 +18,7 @@ have nginx            || need+=(nginx)
 have curl             || need+=(curl)
 have openssl          || need+=(openssl)
 have dnsmasq          || need+=(dnsmasq-base)
+have chromium         || need+=(chromium)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "== installing: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

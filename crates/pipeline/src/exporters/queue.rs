@@ -522,7 +522,7 @@ impl<D: Deliver> SendingQueue<D> {
                     Some(e) if !e.is_up() => (
                         ExportState::Held,
                         format!(
-                            "held: the exporter is paused, data waits in its queue until the endpoint answers: {}",
+                            "the exporter is paused, data waits in its queue until the endpoint answers: {}",
                             e.last_failure().map(|r| r.line()).unwrap_or_else(|| "endpoint down".into())
                         ),
                     ),

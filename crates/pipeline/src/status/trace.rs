@@ -240,6 +240,8 @@ pub struct ExportFate {
     pub detail: String,
     /// Samples of the series this exporter delivered while traced.
     pub delivered: u64,
+    /// When it last delivered one (a newer sample may be queued meanwhile).
+    pub last_delivered: Option<SystemTime>,
 }
 
 /// One traced series.
@@ -392,6 +394,7 @@ impl Trace {
             at: now,
             detail: String::new(),
             delivered: 0,
+            last_delivered: None,
         });
         // A later "queued" does not hide why the last request was held or refused.
         if state != ExportState::Queued || e.state == ExportState::Delivered || e.state == ExportState::Queued {
@@ -401,6 +404,7 @@ impl Trace {
         e.at = now;
         if state == ExportState::Delivered {
             e.delivered += samples;
+            e.last_delivered = Some(now);
         }
     }
 }

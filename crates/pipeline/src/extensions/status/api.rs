@@ -77,6 +77,7 @@ fn fate_json(f: &Fate) -> Value {
         "scrapes": f.scrapes,
         "exporters": f.exporters.iter().map(|(id, e)| (id.clone(), json!({
             "state": e.state.as_str(), "detail": e.detail, "at": rfc3339(e.at), "deliveredSamples": e.delivered,
+            "lastDelivered": e.last_delivered.map(rfc3339),
         }))).collect::<serde_json::Map<_, _>>(),
     })
 }

@@ -22,7 +22,7 @@ const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1b1
 header{background:#1f2a37;color:#fff;padding:8px 16px;display:flex;gap:16px;align-items:center;flex-wrap:wrap}\
 header a{color:#cfe3ff;text-decoration:none}header a.on{color:#fff;font-weight:600;text-decoration:underline}\
 header b{margin-right:12px}main{padding:12px 16px}table{border-collapse:collapse;background:#fff;margin:8px 0 16px;width:100%}\
-th,td{border:1px solid #d8dde3;padding:4px 6px;text-align:left;vertical-align:top}th{background:#eef1f4}\
+th,td{border:1px solid #d8dde3;padding:4px 6px;text-align:left;vertical-align:top;overflow-wrap:anywhere}th{background:#eef1f4}\
 code,pre{font:12px/1.35 ui-monospace,monospace}pre{background:#fff;border:1px solid #d8dde3;padding:8px;overflow:auto}\
 .up,.PASS,.delivered,.kept{color:#0a7a2f;font-weight:600}.down,.FAIL,.rejected,.dropped{color:#b3261e;font-weight:600}\
 .unknown,.INDETERMINATE,.held,.queued{color:#8a5a00;font-weight:600}.muted{color:#66707a}\

@@ -432,9 +432,16 @@ pub fn series(ctx: &Ctx, q: &Q) -> String {
             };
             let mut ex = String::new();
             for (id, e) in &f.exporters {
+                let delivered = if e.delivered > 0 && e.state != crate::status::trace::ExportState::Delivered {
+                    format!("; {} samples delivered, the last {}", e.delivered, ago(e.last_delivered))
+                } else if e.delivered > 0 {
+                    format!("; {} samples delivered", e.delivered)
+                } else {
+                    String::new()
+                };
                 let _ = write!(
                     ex,
-                    "<div><b>{}</b>: <span class={}>{}</span> {} <span class=muted>{}</span></div>",
+                    "<div><b>{}</b>: <span class={}>{}</span> {} <span class=muted>{}{delivered}</span></div>",
                     esc(id),
                     e.state.as_str(),
                     e.state.as_str(),

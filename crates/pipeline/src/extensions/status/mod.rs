@@ -98,3 +98,7 @@ mod tests {
         assert!(StatusConfig { endpoint: "nowhere".into(), ..Default::default() }.validate().is_err());
     }
 }
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod handler_tests;

@@ -75,6 +75,11 @@ fn check_common(docs: &[Value]) -> (String, DaemonSet) {
 
     let cm: ConfigMap = one(docs, "ConfigMap");
     let config = cm.data.as_ref().and_then(|d| d.get("infertel.yaml")).expect("ConfigMap key infertel.yaml").clone();
+    // The status page is on, on the pod's loopback only (kubectl port-forward).
+    let v: serde_yaml::Value = serde_yaml::from_str(&config).expect("config YAML");
+    assert_eq!(v["extensions"]["status"]["endpoint"].as_str(), Some("127.0.0.1:55679"), "{config}");
+    assert!(v["service"]["extensions"].as_sequence().is_some_and(|e| e.iter().any(|x| x == "status")), "{config}");
+    assert!(config.contains("kubectl -n infertel port-forward"), "the way in is documented");
 
     let ds: DaemonSet = one(docs, "DaemonSet");
     assert_eq!(ds.metadata.namespace.as_deref(), Some(ns.as_str()));

@@ -28,7 +28,7 @@ code,pre{font:12px/1.35 ui-monospace,monospace}pre{background:#fff;border:1px so
 .unknown,.INDETERMINATE,.held,.queued{color:#8a5a00;font-weight:600}.muted{color:#66707a}\
 .flow{display:flex;align-items:center;gap:8px;flex-wrap:wrap;margin:8px 0 16px}.box{background:#fff;border:1px solid #9fb3c8;border-radius:6px;padding:6px 10px;min-width:140px}\
 .arrow{font-size:20px;color:#66707a}.err{background:#fdecea}.charts{display:flex;flex-wrap:wrap;gap:12px}\
-.chart{background:#fff;border:1px solid #d8dde3;padding:6px}form{margin:8px 0}input[type=text],textarea,select{font:13px ui-monospace,monospace}";
+.chart{background:#fff;border:1px solid #d8dde3;padding:6px;width:300px;overflow-wrap:anywhere}.chart code{font-size:11px}form{margin:8px 0}input[type=text],textarea,select{font:13px ui-monospace,monospace}";
 
 /// HTML-escapes text (element content and attribute values).
 pub fn esc(s: &str) -> String {
@@ -144,7 +144,7 @@ pub fn chart(title: &str, points: &[(i64, f64)]) -> String {
     let last = points.last().map(|p| num(p.1)).unwrap_or_else(|| "–".into());
     let _ = write!(
         o,
-        "<div class=chart><div><code>{}</code> <b>{}</b></div><svg width=300 height=90 viewBox=\"0 0 300 90\" role=img aria-label=\"{}\">",
+        "<div class=chart><div><code>{}</code><br><b>{}</b></div><svg width=300 height=90 viewBox=\"0 0 300 90\" role=img aria-label=\"{}\">",
         esc(title),
         esc(&last),
         esc(title)
@@ -158,8 +158,10 @@ pub fn chart(title: &str, points: &[(i64, f64)]) -> String {
             hi = hi.max(p.1);
         }
         if hi - lo < 1e-12 {
-            hi = lo + 1.0;
-            lo -= 1.0;
+            // A flat line: drawn in the middle of a range around its value.
+            let d = if lo.abs() > 1e-12 { lo.abs() * 0.1 } else { 1.0 };
+            hi = lo + d;
+            lo -= d;
         }
         let x = |t: i64| pad + (t - t0) as f64 / (t1 - t0).max(1) as f64 * (w - 2.0 * pad);
         let y = |v: f64| h - pad - (v - lo) / (hi - lo) * (h - 2.0 * pad);

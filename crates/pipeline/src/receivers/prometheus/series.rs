@@ -772,4 +772,29 @@ mod tests {
             "the second scrape reuses the first's Labels"
         );
     }
+
+    #[test]
+    fn a_trace_sees_each_decision_of_the_scrape() {
+        let mut j = job("- {source_labels: [__name__], regex: dropme, action: drop}\n- {regex: pod, action: labeldrop}");
+        let tracer = &j.status.tracer;
+        let (kept, dropped, dup) = (tracer.open("a").unwrap(), tracer.open("dropme").unwrap(), tracer.open("d").unwrap());
+        let mut c = SeriesCache::default();
+        scrape("a{pod=\"p\"} 1\ndropme 1\nd{pod=\"x\"} 1\nd{pod=\"y\"} 2\n", 1000, &j, &mut c).unwrap();
+        let f = kept.fates();
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].scrape, Some(ScrapeFate::Kept));
+        assert_eq!(f[0].scraped_as, "a{instance=\"h:1\",job=\"j\",pod=\"p\"}");
+        assert_eq!(f[0].forwarded_as.as_deref(), Some("a{instance=\"h:1\",job=\"j\"}"));
+        assert_eq!(f[0].value, 1.0);
+        let f = dropped.fates();
+        assert_eq!(f[0].scrape, Some(ScrapeFate::DroppedByRule { index: 0, action: "drop".into() }));
+        // Made equal by dropping `pod`: the second is shadowed.
+        let f = dup.fates();
+        assert!(f.iter().any(|x| x.scrape == Some(ScrapeFate::Kept)), "{f:?}");
+        assert!(f.iter().any(|x| x.scrape == Some(ScrapeFate::Duplicate)), "{f:?}");
+        // Gone from the next scrape: staled.
+        scrape("dropme 1\n", 2000, &j, &mut c).unwrap();
+        assert_eq!(kept.fates()[0].scrape, Some(ScrapeFate::Stale));
+        assert_eq!(kept.fates().len(), 1, "the marker is noted on the same series");
+    }
 }

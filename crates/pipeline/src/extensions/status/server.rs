@@ -55,6 +55,12 @@ impl StatusServer {
                         let e = extensions.get(&a.authenticator).ok_or_else(|| {
                             format!("extension {name}: auth.authenticator {:?} is not defined", a.authenticator)
                         })?;
+                        if !listed.iter().any(|l| *l == a.authenticator) {
+                            return Err(format!(
+                                "extension {name}: auth.authenticator {:?} must also be listed in service.extensions",
+                                a.authenticator
+                            ));
+                        }
                         if !e.is_authenticator() {
                             return Err(format!(
                                 "extension {name}: {:?} is not a basicauth or bearertokenauth extension",

@@ -296,3 +296,21 @@ fn two_status_extensions_on_one_endpoint_are_refused() {
     let none = StatusServer::from_config(&[], &ext).unwrap();
     assert!(none.is_empty(), "not listed: not served");
 }
+
+#[test]
+fn validate_names_a_status_extension_whose_authenticator_is_wrong() {
+    let base = "receivers: {prometheus: {config: {scrape_configs: [{job_name: a, static_configs: [{targets: ['h:1']}]}]}}}\nexporters: {debug: {}}\n";
+    let cases = [
+        ("extensions:\n  status:\n    auth: {authenticator: basicauth/ui}\nservice:\n  extensions: [status]\n", "is not defined"),
+        ("extensions:\n  basicauth/ui: {htpasswd: {inline: 'a:b'}}\n  status:\n    auth: {authenticator: basicauth/ui}\nservice:\n  extensions: [status]\n", "must also be listed"),
+        ("extensions:\n  basicauth/ui: {client_auth: {username: a, password: b}}\n  status:\n    auth: {authenticator: basicauth/ui}\nservice:\n  extensions: [basicauth/ui, status]\n", "has no htpasswd"),
+    ];
+    for (ext, want) in cases {
+        let text = format!("{base}{ext}  pipelines: {{metrics: {{receivers: [prometheus], exporters: [debug]}}}}\n");
+        let r = crate::load_str("t.yaml", &text, &|_| None);
+        let errors = r.err().map(|e| e.errors).unwrap_or_default();
+        let e = errors.iter().find(|e| e.message.contains(want)).unwrap_or_else(|| panic!("{want}: {errors:?}"));
+        assert_eq!(e.path, "extensions.status", "{e}");
+        assert!(e.line.is_some(), "{e}");
+    }
+}

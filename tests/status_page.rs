@@ -88,13 +88,13 @@ impl Browser {
 
     /// The page's DOM as the browser rendered it.
     fn dom(&self, url: &str) -> String {
-        let out = Command::new(&self.bin)
-            .args(self.args())
-            .args(["--dump-dom", url])
-            .output()
-            .expect("run chromium");
+        let out = Command::new(&self.bin).args(self.args()).args(["--dump-dom", url]).output().expect("run chromium");
         let dom = String::from_utf8_lossy(&out.stdout).to_string();
-        assert!(dom.contains("</html>"), "chromium rendered nothing for {url}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            dom.contains("</html>"),
+            "chromium rendered nothing for {url}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         dom
     }
 
@@ -131,7 +131,8 @@ fn text(dom: &str) -> String {
             _ => {}
         }
     }
-    let o = o.replace("&quot;", "\"").replace("&lt;", "<").replace("&gt;", ">").replace("&#39;", "'").replace("&amp;", "&");
+    let o =
+        o.replace("&quot;", "\"").replace("&lt;", "<").replace("&gt;", ">").replace("&#39;", "'").replace("&amp;", "&");
     o.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
@@ -222,7 +223,8 @@ service:
         let v: serde_json::Value = serde_json::from_str(&body).ok()?;
         let s = v["data"]["series"].as_array()?.first()?.clone();
         let ex = &s["exporters"];
-        (ex["prometheusremotewrite/prom"]["deliveredSamples"].as_u64() > Some(0) && ex["prometheusremotewrite/forbidden"]["state"] == "held")
+        (ex["prometheusremotewrite/prom"]["deliveredSamples"].as_u64() > Some(0)
+            && ex["prometheusremotewrite/forbidden"]["state"] == "held")
             .then_some(())
     });
     wait_until("a verdict", Duration::from_secs(60), || {
@@ -234,7 +236,8 @@ service:
     wait_until("rates on the overview", Duration::from_secs(30), || {
         let (_, body) = http_get(&format!("{base}/")).ok()?;
         let t = text(&body);
-        let rate = |k: &str| t.split(k).nth(1).and_then(|r| r.split("/s").next()).and_then(|n| n.trim().parse::<f64>().ok());
+        let rate =
+            |k: &str| t.split(k).nth(1).and_then(|r| r.split("/s").next()).and_then(|n| n.trim().parse::<f64>().ok());
         (rate("in:").is_some_and(|r| r > 0.0) && rate("out:").is_some_and(|r| r > 0.0)).then_some(())
     });
     let (proxy, proxied) = recording_proxy();
@@ -244,7 +247,11 @@ service:
 
     // The check is not vacuous: a page that loads an asset from elsewhere
     // is seen by the proxy.
-    targets.set("/control.html", "text/html", "<!doctype html><html><body><img src=\"http://assets.example.invalid/x.png\">control</body></html>");
+    targets.set(
+        "/control.html",
+        "text/html",
+        "<!doctype html><html><body><img src=\"http://assets.example.invalid/x.png\">control</body></html>",
+    );
     b.dom(&format!("http://{}/control.html", targets.addr));
     wait_until("the control's request at the proxy", Duration::from_secs(10), || {
         proxied.lock().unwrap().iter().any(|r| r.contains("assets.example.invalid")).then_some(())
@@ -253,7 +260,9 @@ service:
 
     // Overview: the pipeline with its components, and why it is not ready.
     let t = text(&b.dom(&format!("{base}/")));
-    for want in ["Pipeline metrics", "receiver prometheus", "processor inference", "exporter prometheusremotewrite/prom"] {
+    for want in
+        ["Pipeline metrics", "receiver prometheus", "processor inference", "exporter prometheusremotewrite/prom"]
+    {
         assert!(t.contains(want), "overview lacks {want:?}: {t}");
     }
     assert!(t.contains("not ready") && t.contains("prometheusremotewrite/forbidden: paused"), "{t}");
@@ -264,7 +273,10 @@ service:
     assert!(t.contains("broken") && t.contains("http_status") && t.contains("404"), "{t}");
     assert!(t.contains(&format!("http://127.0.0.1:{vllm}/metrics")) && t.contains(" up "), "{t}");
     let t = text(&b.dom(&format!("{base}/targets?state=down")));
-    assert!(t.contains("404") && !t.contains(&format!("http://127.0.0.1:{vllm}/metrics")), "the filter keeps only the down target: {t}");
+    assert!(
+        t.contains("404") && !t.contains(&format!("http://127.0.0.1:{vllm}/metrics")),
+        "the filter keeps only the down target: {t}"
+    );
 
     // Service discovery: the dropped canary and the rule that dropped it.
     let t = text(&b.dom(&format!("{base}/service-discovery")));
@@ -277,7 +289,9 @@ service:
     assert!(t.contains("metric_relabel_configs") && t.contains("changed") && t.contains("dropped"), "{t}");
     assert!(t.contains("labeldrop"), "the rule is shown: {t}");
     // relabel_configs of a target, from its discovered labels.
-    let t = text(&b.dom(&format!("{base}/relabel?pool=vllm&target={}", urlencode(&format!("http://127.0.0.1:{vllm}/metrics")))));
+    let t = text(
+        &b.dom(&format!("{base}/relabel?pool=vllm&target={}", urlencode(&format!("http://127.0.0.1:{vllm}/metrics")))),
+    );
     assert!(t.contains("relabel_configs for") && t.contains("unchanged") && t.contains("__address__"), "{t}");
 
     // Series: kept, delivered to Prometheus, held by the 403 with the reason;
@@ -286,7 +300,8 @@ service:
     assert!(t.contains("kept: forwarded to the pipeline"), "{t}");
     // Delivered to Prometheus (the newest sample may be queued meanwhile).
     assert!(
-        t.contains("prometheusremotewrite/prom : delivered") || (t.contains("prometheusremotewrite/prom : queued") && t.contains("samples delivered, the last")),
+        t.contains("prometheusremotewrite/prom : delivered")
+            || (t.contains("prometheusremotewrite/prom : queued") && t.contains("samples delivered, the last")),
         "{t}"
     );
     assert!(t.contains("prometheusremotewrite/forbidden : held") && t.contains("403"), "{t}");
@@ -320,12 +335,22 @@ service:
     let t = text(&b.dom(&format!("{base}/debug/extensionz")));
     assert!(t.contains("status"), "{t}");
 
-    for (path, name) in [("/targets", "targets"), ("/inference", "inference"), ("/exporters", "exporters"), (&*format!("/series?match={}", urlencode(selector)), "series")] {
+    for (path, name) in [
+        ("/targets", "targets"),
+        ("/inference", "inference"),
+        ("/exporters", "exporters"),
+        (&*format!("/series?match={}", urlencode(selector)), "series"),
+    ] {
         b.screenshot(&format!("{base}{path}"), name);
     }
     // Chromium's own services (sign-in, the search page, network time),
     // which it contacts whatever page it shows, are not the pages' doing.
-    let own = ["accounts.google.com:443", "www.google.com:443", "clients2.google.com/time/", "content-autofill.googleapis.com:443"];
+    let own = [
+        "accounts.google.com:443",
+        "www.google.com:443",
+        "clients2.google.com/time/",
+        "content-autofill.googleapis.com:443",
+    ];
     let left: Vec<String> =
         proxied.lock().unwrap().iter().filter(|r| !own.iter().any(|o| r.contains(o))).cloned().collect();
     assert!(left.is_empty(), "requests left loopback: {left:?}");
@@ -337,7 +362,10 @@ service:
         let (head, body) = all.split_once("\r\n\r\n").unwrap_or(("", ""));
         assert!(body.len() < PAGE_BUDGET, "{path}: {} bytes", body.len());
         assert!(head.to_ascii_lowercase().contains("content-security-policy: default-src 'none'"), "{path}: {head}");
-        assert!(!body.contains("http://") || !body.replace(&format!("http://127.0.0.1:"), "").contains("http://"), "{path} links outside loopback");
+        assert!(
+            !body.contains("http://") || !body.replace(&format!("http://127.0.0.1:"), "").contains("http://"),
+            "{path} links outside loopback"
+        );
         assert!(!body.contains("https://"), "{path} links outside");
     }
 

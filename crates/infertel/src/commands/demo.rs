@@ -209,7 +209,11 @@ pub async fn demo(log: &LogArgs, duration: Option<String>, concurrency: f64, int
     // The status page on its usual port when it is free (a bookmark works),
     // on any free loopback port otherwise; INFERTEL_DEMO_STATUS chooses.
     let status_addr = std::env::var("INFERTEL_DEMO_STATUS").unwrap_or_else(|_| {
-        if std::net::TcpListener::bind("127.0.0.1:55679").is_ok() { "127.0.0.1:55679".into() } else { "127.0.0.1:0".into() }
+        if std::net::TcpListener::bind("127.0.0.1:55679").is_ok() {
+            "127.0.0.1:55679".into()
+        } else {
+            "127.0.0.1:0".into()
+        }
     });
     let lookup = |n: &str| -> Option<String> {
         match n {

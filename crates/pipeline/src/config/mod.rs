@@ -713,7 +713,8 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
     // The status pages: their authenticators, one endpoint each.
     let by_id: BTreeMap<String, ExtensionConfig> =
         cfg.extensions.0.iter().map(|(id, c)| (id.to_string(), c.clone())).collect();
-    if let Err(message) = crate::extensions::status::server::StatusServer::from_config(&cfg.service.extensions, &by_id) {
+    if let Err(message) = crate::extensions::status::server::StatusServer::from_config(&cfg.service.extensions, &by_id)
+    {
         let name = message.strip_prefix("extension ").and_then(|m| m.split(':').next()).unwrap_or("");
         let (line, column) = locate(text, "extensions:", name);
         v.errors.push(ConfigIssue { origin: origin.into(), line, column, path: format!("extensions.{name}"), message });

@@ -516,7 +516,10 @@ impl<D: Deliver> SendingQueue<D> {
         for (labels, traces, n) in before {
             let kept = batch.series.iter().any(|s| s.labels == *labels);
             let (st, why) = if !kept {
-                (ExportState::Dropped, "dropped before the queue: write_relabel_configs (or the exporter's filter) removed it".to_string())
+                (
+                    ExportState::Dropped,
+                    "dropped before the queue: write_relabel_configs (or the exporter's filter) removed it".to_string(),
+                )
             } else {
                 match &state {
                     Some(e) if !e.is_up() => (
@@ -539,12 +542,16 @@ impl<D: Deliver> SendingQueue<D> {
     fn note_delivery(&self, traced: &[(Labels, Vec<Arc<Trace>>, u64)], d: &Delivered) {
         let failed = d.outcomes.iter().find_map(|(_, o)| *o);
         let state = self.endpoint_state();
-        let answer = state.as_ref().and_then(|e| e.last_response()).map(|r| {
-            if r.body.is_empty() { r.status } else { format!("{}: {}", r.status, r.body) }
-        });
+        let answer = state
+            .as_ref()
+            .and_then(|e| e.last_response())
+            .map(|r| if r.body.is_empty() { r.status } else { format!("{}: {}", r.status, r.body) });
         let (st, why) = match failed {
             None => (ExportState::Delivered, answer.unwrap_or_else(|| "accepted".into())),
-            Some(SHUTDOWN) => (ExportState::Held, "held when the exporter stopped or was replaced: kept for its successor or on disk".into()),
+            Some(SHUTDOWN) => (
+                ExportState::Held,
+                "held when the exporter stopped or was replaced: kept for its successor or on disk".into(),
+            ),
             Some(reason) => {
                 let refusal = state.as_ref().and_then(|e| e.last_failure()).map(|r| r.line());
                 (

@@ -202,7 +202,9 @@ impl ExtensionConfig {
                     return Err("basicauth has no htpasswd: it cannot check the users of a server".into());
                 };
                 let Some(enc) = h.strip_prefix("Basic ").or_else(|| h.strip_prefix("basic ")) else { return Ok(false) };
-                let Some(plain) = crate::receivers::prometheus::scrape::base64_decode(enc.trim()) else { return Ok(false) };
+                let Some(plain) = crate::receivers::prometheus::scrape::base64_decode(enc.trim()) else {
+                    return Ok(false);
+                };
                 let Ok(plain) = String::from_utf8(plain) else { return Ok(false) };
                 let Some((u, p)) = plain.split_once(':') else { return Ok(false) };
                 Ok(htp.entries()?.iter().any(|(eu, ep)| constant_eq(eu, u) & constant_eq(ep, p)))

@@ -152,7 +152,8 @@ impl Service {
     ) -> Result<Service, String> {
         let extensions: BTreeMap<String, ExtensionConfig> =
             cfg.extensions.0.iter().map(|(id, c)| (id.to_string(), c.clone())).collect();
-        let status = crate::extensions::status::server::StatusServer::from_config(&cfg.service.extensions, &extensions)?;
+        let status =
+            crate::extensions::status::server::StatusServer::from_config(&cfg.service.extensions, &extensions)?;
         // What the status page shows of this configuration.
         let board = telemetry.status();
         board.enable(!status.is_empty());

@@ -65,7 +65,8 @@ impl History {
         let mut m = self.derived.lock().unwrap_or_else(|p| p.into_inner());
         if !m.contains_key(&key) && m.len() >= MAX_SERIES {
             // The series updated longest ago makes room.
-            if let Some(old) = m.iter().min_by_key(|(_, q)| q.back().map(|p| p.0).unwrap_or(i64::MIN)).map(|(k, _)| k.clone())
+            if let Some(old) =
+                m.iter().min_by_key(|(_, q)| q.back().map(|p| p.0).unwrap_or(i64::MIN)).map(|(k, _)| k.clone())
             {
                 m.remove(&old);
             }

@@ -120,7 +120,11 @@ pub fn redact_debug(text: &str) -> String {
                 secret_at = None;
             } else {
                 out.push_str(&line[..indent]);
-                out.push_str(if t.contains(": ") || t.ends_with('{') || t.ends_with('(') { t } else { "\"<redacted>\"," });
+                out.push_str(if t.contains(": ") || t.ends_with('{') || t.ends_with('(') {
+                    t
+                } else {
+                    "\"<redacted>\","
+                });
                 out.push('\n');
                 continue;
             }

@@ -173,7 +173,10 @@ impl Selector {
 pub enum ScrapeFate {
     Kept,
     /// Dropped by `metric_relabel_configs` rule `index` (0-based).
-    DroppedByRule { index: usize, action: String },
+    DroppedByRule {
+        index: usize,
+        action: String,
+    },
     /// Relabeling removed every label.
     Emptied,
     OverSampleLimit(u64),
@@ -195,8 +198,12 @@ impl ScrapeFate {
                 format!("dropped by metric_relabel_configs rule #{} (action {action})", index + 1)
             }
             ScrapeFate::Emptied => "dropped: relabeling removed every label".into(),
-            ScrapeFate::OverSampleLimit(n) => format!("limited: the scrape has more than sample_limit {n} samples: the scrape fails"),
-            ScrapeFate::Duplicate => "shadowed: another series of the scrape has the same labels (the first is kept)".into(),
+            ScrapeFate::OverSampleLimit(n) => {
+                format!("limited: the scrape has more than sample_limit {n} samples: the scrape fails")
+            }
+            ScrapeFate::Duplicate => {
+                "shadowed: another series of the scrape has the same labels (the first is kept)".into()
+            }
             ScrapeFate::OutOfOrder => "dropped: the target's timestamp did not move forward (out of order)".into(),
             ScrapeFate::Stale => "staled: gone from the last scrape, a staleness marker was sent".into(),
             ScrapeFate::ScrapeFailed(e) => format!("staled: the scrape failed ({e}), a staleness marker was sent"),
@@ -485,7 +492,8 @@ mod tests {
     fn selectors_match_as_promql_does() {
         let s = Selector::parse(r#"vllm:num_requests_running{model_name="m", instance=~"a:.*",job!="x"}"#).unwrap();
         assert_eq!(s.name.as_deref(), Some("vllm:num_requests_running"));
-        let yes = l(&[("__name__", "vllm:num_requests_running"), ("model_name", "m"), ("instance", "a:1"), ("job", "v")]);
+        let yes =
+            l(&[("__name__", "vllm:num_requests_running"), ("model_name", "m"), ("instance", "a:1"), ("job", "v")]);
         assert!(s.matches(&yes));
         assert!(!s.matches(&yes.with("instance", "b:1")), "regexes are anchored");
         assert!(!s.matches(&yes.with("job", "x")));
@@ -496,7 +504,9 @@ mod tests {
         assert!(!by_label.matches(&l(&[("__name__", "up"), ("job", "a")])));
         // A missing label is the empty string, as in PromQL.
         assert!(Selector::parse(r#"up{absent=""}"#).unwrap().matches(&l(&[("__name__", "up")])));
-        for bad in ["", "{}", "{job=~\".*\"}", "up{job=x}", "up{job=\"x\"", "1up", "up{job=\"x\" a=\"b\"}", "up{job~\"x\"}"] {
+        for bad in
+            ["", "{}", "{job=~\".*\"}", "up{job=x}", "up{job=\"x\"", "1up", "up{job=\"x\" a=\"b\"}", "up{job~\"x\"}"]
+        {
             assert!(Selector::parse(bad).is_err(), "{bad:?} is refused");
         }
     }

@@ -102,7 +102,9 @@ impl<T: Transport> Sender<T> {
             self.send_duration.observe(t0.elapsed().as_secs_f64());
             let shown = |s: &str| if s.parse::<u16>().is_ok() { format!("HTTP {s}") } else { s.to_string() };
             match &res {
-                Attempt::Ok(p) => self.state.note_response("OK", p.as_ref().map(|p| p.error_message.as_str()).unwrap_or("")),
+                Attempt::Ok(p) => {
+                    self.state.note_response("OK", p.as_ref().map(|p| p.error_message.as_str()).unwrap_or(""))
+                }
                 Attempt::Fail { status, message } | Attempt::Retry { status, message, .. } => {
                     self.state.note_response(shown(status), message)
                 }

@@ -19,7 +19,11 @@ fn labels_json(l: &Labels) -> Value {
 /// The pool name shown: the job, prefixed with the receiver when two
 /// receivers have a job of that name.
 pub fn pool_name(pools: &[Arc<Pool>], p: &Pool) -> String {
-    if pools.iter().filter(|x| x.job == p.job).count() > 1 { format!("{}/{}", p.receiver, p.job) } else { p.job.clone() }
+    if pools.iter().filter(|x| x.job == p.job).count() > 1 {
+        format!("{}/{}", p.receiver, p.job)
+    } else {
+        p.job.clone()
+    }
 }
 
 fn active_json(pool: &str, t: &TargetStatus) -> Value {
@@ -144,7 +148,8 @@ pub fn exporter_rows(ctx: &Ctx) -> Vec<ExporterRow> {
                 endpoint: e.endpoint.clone(),
                 up: e.is_up(),
                 startup: e.startup().map(|r| r.line()),
-                paused_because: (!e.is_up()).then(|| e.last_failure().map(|r| r.line()).unwrap_or_else(|| "endpoint down".into())),
+                paused_because: (!e.is_up())
+                    .then(|| e.last_failure().map(|r| r.line()).unwrap_or_else(|| "endpoint down".into())),
                 last_status: e.last_response().map(|r| (r.at, r.status, r.body)),
                 queue_samples: v("infertel_exporter_queue_samples"),
                 queue_bytes: v("infertel_exporter_queue_bytes"),

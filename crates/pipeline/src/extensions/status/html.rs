@@ -68,7 +68,8 @@ pub fn page(title: &str, path: &str, refresh: Option<u64>, body: &str) -> String
     if let Some(r) = refresh {
         let _ = write!(o, "<meta http-equiv=refresh content=\"{r}\">");
     }
-    let _ = write!(o, "<title>{} · infertel</title><style>{STYLE}</style></head><body><header><b>infertel</b>", esc(title));
+    let _ =
+        write!(o, "<title>{} · infertel</title><style>{STYLE}</style></head><body><header><b>infertel</b>", esc(title));
     for (href, name) in NAV {
         let on = if *href == path { " class=on" } else { "" };
         let _ = write!(o, "<a href=\"{href}\"{on}>{name}</a>");

@@ -69,7 +69,8 @@ pub fn overview(ctx: &Ctx, q: &Q) -> String {
                     let _ = write!(drops, "<br><span class=dropped>dropped {}: {}/s</span>", esc(reason), num(*v));
                 }
             }
-            let _ = write!(b, "<div class=box>receiver <b>{}</b><br>in: {}{drops}</div>", esc(r), rate(&format!("in/{r}")));
+            let _ =
+                write!(b, "<div class=box>receiver <b>{}</b><br>in: {}{drops}</div>", esc(r), rate(&format!("in/{r}")));
         }
         b.push_str("</div>");
         for pr in &p.processors {
@@ -154,7 +155,9 @@ pub fn targets(ctx: &Ctx, q: &Q) -> String {
                 continue;
             }
             if let Some(x) = text
-                && !(t.url.contains(x.as_str()) || t.labels.to_string().contains(x.as_str()) || l.error.contains(x.as_str()))
+                && !(t.url.contains(x.as_str())
+                    || t.labels.to_string().contains(x.as_str())
+                    || l.error.contains(x.as_str()))
             {
                 continue;
             }
@@ -285,7 +288,8 @@ fn steps_table(rules: &[RelabelConfig], input: &Labels, what: &str) -> String {
         }
     }
     if steps.len() < rules.len() {
-        let _ = write!(b, "<tr><td colspan=5 class=muted>rules {}–{} not reached</td></tr>", steps.len() + 1, rules.len());
+        let _ =
+            write!(b, "<tr><td colspan=5 class=muted>rules {}–{} not reached</td></tr>", steps.len() + 1, rules.len());
     }
     b.push_str("</table>");
     let result = match steps.last().and_then(|s| s.output.as_ref()) {
@@ -309,7 +313,8 @@ pub fn relabel(ctx: &Ctx, q: &Q) -> String {
     let pool_sel = q.get("pool").cloned().unwrap_or_default();
     let text = q.get("labels").cloned().unwrap_or_default();
     let exporter = q.get("exporter").cloned().unwrap_or_default();
-    let mut b = String::from("<form method=get action=\"/relabel\">Job <select name=pool><option value=\"\">–</option>");
+    let mut b =
+        String::from("<form method=get action=\"/relabel\">Job <select name=pool><option value=\"\">–</option>");
     for p in &pools {
         let n = pool_name(&pools, p);
         let sel = if n == pool_sel { " selected" } else { "" };
@@ -342,7 +347,9 @@ pub fn relabel(ctx: &Ctx, q: &Q) -> String {
         return page("Relabel", "/relabel", None, &b);
     }
     let Some(pool) = find_pool(&pools, &pool_sel) else {
-        b.push_str("<p>Pick a job, then a target (its relabel_configs) or type a series (its metric_relabel_configs).</p>");
+        b.push_str(
+            "<p>Pick a job, then a target (its relabel_configs) or type a series (its metric_relabel_configs).</p>",
+        );
         return page("Relabel", "/relabel", None, &b);
     };
     let active = pool.active();
@@ -403,7 +410,8 @@ pub fn series(ctx: &Ctx, q: &Q) -> String {
         }
     };
     let fates = trace.fates();
-    let intervals: Vec<Duration> = ctx.board.targets.pools().iter().flat_map(|p| p.active()).map(|t| t.interval).collect();
+    let intervals: Vec<Duration> =
+        ctx.board.targets.pools().iter().flat_map(|p| p.active()).map(|t| t.interval).collect();
     let longest = intervals.iter().max().copied().unwrap_or_default();
     let _ = write!(b, "<p class=muted>Traced since {}.", ago(Some(trace.since)));
     if fates.is_empty() {
@@ -472,7 +480,9 @@ pub fn exporters(ctx: &Ctx, q: &Q) -> String {
         b.push_str("<p>No network exporter is configured.</p>");
     }
     for r in &rows {
-        let state = if r.up { "<span class=up>up</span>".to_string() } else {
+        let state = if r.up {
+            "<span class=up>up</span>".to_string()
+        } else {
             format!("<span class=down>paused</span>: {}", esc(r.paused_because.as_deref().unwrap_or("")))
         };
         let _ = write!(b, "<h2>{}</h2><table>", esc(&r.id));
@@ -481,19 +491,34 @@ pub fn exporters(ctx: &Ctx, q: &Q) -> String {
         };
         row("Endpoint", format!("<code>{}</code>", esc(&r.endpoint)));
         row("State", state);
-        row("Startup check", esc(r.startup.as_deref().unwrap_or("not made (startup_check: off, or infertel run not started it yet)")));
+        row(
+            "Startup check",
+            esc(r.startup.as_deref().unwrap_or("not made (startup_check: off, or infertel run not started it yet)")),
+        );
         row(
             "Last response",
             match &r.last_status {
                 None => "none yet".into(),
-                Some((at, s, body)) => format!("<code>{}</code> {} {}", esc(s), ago(Some(*at)), if body.is_empty() { String::new() } else { format!("<br><code>{}</code>", esc(body)) }),
+                Some((at, s, body)) => format!(
+                    "<code>{}</code> {} {}",
+                    esc(s),
+                    ago(Some(*at)),
+                    if body.is_empty() { String::new() } else { format!("<br><code>{}</code>", esc(body)) }
+                ),
             },
         );
-        row("Queue", format!("{} samples, {} bytes, oldest {} s", num(r.queue_samples), num(r.queue_bytes), num(r.oldest_age_s)));
+        row(
+            "Queue",
+            format!("{} samples, {} bytes, oldest {} s", num(r.queue_samples), num(r.queue_bytes), num(r.oldest_age_s)),
+        );
         row("Held (paused senders)", num(r.held));
         row("Sent samples", num(r.sent));
         let list = |m: &std::collections::BTreeMap<String, f64>| {
-            if m.is_empty() { "none".to_string() } else { m.iter().map(|(k, v)| format!("{}: {}", esc(k), num(*v))).collect::<Vec<_>>().join(", ") }
+            if m.is_empty() {
+                "none".to_string()
+            } else {
+                m.iter().map(|(k, v)| format!("{}: {}", esc(k), num(*v))).collect::<Vec<_>>().join(", ")
+            }
         };
         row("Failed requests (retries), by status", list(&r.failed_requests));
         row("Dropped samples, by reason", list(&r.dropped));
@@ -549,7 +574,13 @@ pub fn inference(ctx: &Ctx, q: &Q) -> String {
             b.push_str("<ul>");
             for x in &r.recommendations {
                 let ev: Vec<String> = x.evidence.iter().map(|e| format!("{} = {}", e.metric, num(e.value))).collect();
-                let _ = write!(b, "<li><b>{}</b>: {} <span class=muted>({})</span></li>", esc(&x.id), esc(&x.text), esc(&ev.join("; ")));
+                let _ = write!(
+                    b,
+                    "<li><b>{}</b>: {} <span class=muted>({})</span></li>",
+                    esc(&x.id),
+                    esc(&x.text),
+                    esc(&ev.join("; "))
+                );
             }
             b.push_str("</ul>");
         }
@@ -574,7 +605,13 @@ pub fn inference(ctx: &Ctx, q: &Q) -> String {
         }
         b.push_str("</div><h3>Instances</h3>");
         for i in &r.instances {
-            let _ = write!(b, "<details><summary>{}/{} ({} engines)</summary><table>", esc(&i.job), esc(&i.instance), i.engines);
+            let _ = write!(
+                b,
+                "<details><summary>{}/{} ({} engines)</summary><table>",
+                esc(&i.job),
+                esc(&i.instance),
+                i.engines
+            );
             for (k, v) in &i.measurements {
                 let _ = write!(b, "<tr><td>{}</td><td>{}</td></tr>", esc(k), num(*v));
             }

@@ -55,7 +55,7 @@ impl StatusServer {
                         let e = extensions.get(&a.authenticator).ok_or_else(|| {
                             format!("extension {name}: auth.authenticator {:?} is not defined", a.authenticator)
                         })?;
-                        if !listed.iter().any(|l| *l == a.authenticator) {
+                        if !listed.contains(&a.authenticator) {
                             return Err(format!(
                                 "extension {name}: auth.authenticator {:?} must also be listed in service.extensions",
                                 a.authenticator
@@ -80,7 +80,8 @@ impl StatusServer {
                 };
                 let server = StatusServer { cfg: c.clone(), zpages: *zpages, auth };
                 let addr = server.cfg.socket_addr()?;
-                if let Some(other) = out.iter().find(|o| o.cfg.socket_addr().is_ok_and(|a| a == addr && a.port() != 0)) {
+                if let Some(other) = out.iter().find(|o| o.cfg.socket_addr().is_ok_and(|a| a == addr && a.port() != 0))
+                {
                     return Err(format!(
                         "extension {name}: endpoint {addr} is also the endpoint of another status/zpages extension ({}): give each its own",
                         other.cfg.endpoint
@@ -99,7 +100,9 @@ impl StatusServer {
 
     pub async fn bind(&self) -> Result<tokio::net::TcpListener, String> {
         let a = self.cfg.socket_addr()?;
-        tokio::net::TcpListener::bind(a).await.map_err(|e| format!("extensions.status.endpoint {a}: cannot listen: {e}"))
+        tokio::net::TcpListener::bind(a)
+            .await
+            .map_err(|e| format!("extensions.status.endpoint {a}: cannot listen: {e}"))
     }
 
     /// Serves on `l` until the task is aborted (plus the sampler).

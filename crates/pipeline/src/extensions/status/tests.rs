@@ -58,7 +58,12 @@ fn ctx() -> (Ctx, Arc<InferenceProcessor>) {
     let ok = TargetStatus::new(&target("http://10.0.0.1:8000/metrics", "10.0.0.1:8000", &[]));
     ok.record(SystemTime::now(), Duration::from_millis(12), None, [407, 407, 0]);
     let bad = TargetStatus::new(&target("http://10.0.0.2:8000/metrics", "10.0.0.2:8000", &[]));
-    bad.record(SystemTime::now(), Duration::from_millis(3), Some(("http_status", "server returned HTTP status 404 Not Found")), [0, 0, 0]);
+    bad.record(
+        SystemTime::now(),
+        Duration::from_millis(3),
+        Some(("http_status", "server returned HTTP status 404 Not Found")),
+        [0, 0, 0],
+    );
     pool.set_targets(
         vec![ok, bad],
         vec![Labels::from_pairs([("__address__", "10.0.0.3:8000"), ("tier", "canary"), ("job", "vllm")])],
@@ -71,14 +76,21 @@ fn ctx() -> (Ctx, Arc<InferenceProcessor>) {
         RetryConfig::default(),
         &telemetry,
     );
-    let refusal = probe::classify_http(403, "https://es.example/_prometheus/api/v1/write", Protocol::RemoteWrite, "{\"error\":\"action [indices:data/write] is unauthorized\"}");
+    let refusal = probe::classify_http(
+        403,
+        "https://es.example/_prometheus/api/v1/write",
+        Protocol::RemoteWrite,
+        "{\"error\":\"action [indices:data/write] is unauthorized\"}",
+    );
     st.note_startup(&refusal);
     st.pause(&refusal);
     st.note_response("HTTP 403", "{\"error\":\"action [indices:data/write] is unauthorized for API key\"}");
     let readiness = Arc::new(Readiness::default());
     readiness.set_exporters(vec![st]);
     board.set_config(ConfigView {
-        effective: crate::status::redact_debug("Config {\n    password: \"hunter-22\",\n    endpoint: \"http://x\",\n}"),
+        effective: crate::status::redact_debug(
+            "Config {\n    password: \"hunter-22\",\n    endpoint: \"http://x\",\n}",
+        ),
         pipelines: [(
             "metrics".to_string(),
             crate::config::PipelineConfig {
@@ -93,10 +105,22 @@ fn ctx() -> (Ctx, Arc<InferenceProcessor>) {
         loaded_at: Some(SystemTime::now()),
     });
     let trace = board.tracer.open("vllm:num_requests_running").unwrap();
-    let scraped = Labels::from_pairs([("__name__", "vllm:num_requests_running"), ("engine", "0"), ("job", "vllm"), ("instance", "10.0.0.1:8000")]);
-    let out = Labels::from_pairs([("__name__", "vllm:num_requests_running"), ("job", "vllm"), ("instance", "10.0.0.1:8000")]);
+    let scraped = Labels::from_pairs([
+        ("__name__", "vllm:num_requests_running"),
+        ("engine", "0"),
+        ("job", "vllm"),
+        ("instance", "10.0.0.1:8000"),
+    ]);
+    let out =
+        Labels::from_pairs([("__name__", "vllm:num_requests_running"), ("job", "vllm"), ("instance", "10.0.0.1:8000")]);
     trace.scraped("vllm/10.0.0.1:8000", &scraped, Some(&out), ScrapeFate::Kept, 3.0);
-    trace.exported("prometheusremotewrite/es", &out, ExportState::Held, "the exporter is paused: forbidden (HTTP 403)", 1);
+    trace.exported(
+        "prometheusremotewrite/es",
+        &out,
+        ExportState::Held,
+        "the exporter is paused: forbidden (HTTP 403)",
+        1,
+    );
     // The inference processor with a minute of one vLLM target's counters.
     let cfg: InferenceConfig = serde_yaml::from_str("{window: 30s, evaluation_interval: 1s}").unwrap();
     let p = InferenceProcessor::new("inference".into(), &cfg, Arc::new(Sink), telemetry.clone());
@@ -104,11 +128,20 @@ fn ctx() -> (Ctx, Arc<InferenceProcessor>) {
     for i in 0..60i64 {
         let t = now - (60 - i) * 1000;
         let s = |name: &str, v: f64| Series {
-            labels: Labels::from_pairs([("__name__", name), ("engine", "0"), ("instance", "10.0.0.1:8000"), ("job", "vllm"), ("model_name", "m")]),
+            labels: Labels::from_pairs([
+                ("__name__", name),
+                ("engine", "0"),
+                ("instance", "10.0.0.1:8000"),
+                ("job", "vllm"),
+                ("model_name", "m"),
+            ]),
             samples: vec![Sample { timestamp_ms: t, value: v }],
         };
         p.derive(&Batch {
-            series: vec![s("vllm:generation_tokens_total", i as f64 * 500.0), s("vllm:kv_cache_usage_perc", 0.4 + i as f64 / 1000.0)],
+            series: vec![
+                s("vllm:generation_tokens_total", i as f64 * 500.0),
+                s("vllm:kv_cache_usage_perc", 0.4 + i as f64 / 1000.0),
+            ],
             metadata: vec![],
         });
     }
@@ -134,7 +167,10 @@ fn every_page_shows_what_the_board_holds() {
     assert!(!text.contains("10.0.0.2:8000/metrics") && text.contains("10.0.0.1:8000/metrics"), "{text}");
     let sd = pages::service_discovery(&c, &q(&[]));
     assert!(sd.contains("dropped by relabel_configs rule #1") && sd.contains("canary"), "{sd}");
-    let r = pages::relabel(&c, &q(&[("pool", "vllm"), ("labels", "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 3")]));
+    let r = pages::relabel(
+        &c,
+        &q(&[("pool", "vllm"), ("labels", "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 3")]),
+    );
     assert!(r.contains("metric_relabel_configs") && r.contains("labeldrop") && r.contains(">changed<"), "{r}");
     let r = pages::relabel(&c, &q(&[("pool", "vllm"), ("target", "http://10.0.0.1:8000/metrics")]));
     assert!(r.contains("relabel_configs for") && r.contains("unchanged"), "{r}");
@@ -208,11 +244,21 @@ fn the_report_on_the_page_leaves_the_processor_alone() {
     for i in 0..40i64 {
         let t = 1_700_000_000_000 + i * 1000 + (i * 37 % 11);
         let s = |name: &str, v: f64| Series {
-            labels: Labels::from_pairs([("__name__", name), ("engine", "0"), ("instance", "h:8000"), ("job", "vllm"), ("model_name", "m")]),
+            labels: Labels::from_pairs([
+                ("__name__", name),
+                ("engine", "0"),
+                ("instance", "h:8000"),
+                ("job", "vllm"),
+                ("model_name", "m"),
+            ]),
             samples: vec![Sample { timestamp_ms: t, value: v }],
         };
         // The target goes away for a while: staleness markers are part of it.
-        let series = if (20..25).contains(&i) { vec![] } else { vec![s("vllm:generation_tokens_total", i as f64 * 300.0), s("vllm:kv_cache_usage_perc", 0.5)] };
+        let series = if (20..25).contains(&i) {
+            vec![]
+        } else {
+            vec![s("vllm:generation_tokens_total", i as f64 * 300.0), s("vllm:kv_cache_usage_perc", 0.5)]
+        };
         let b = Batch { series, metadata: vec![] };
         let (a, w) = (quiet.derive(&b), watched.derive(&b));
         // Looked at a few seconds after the scrape (the next is a second later
@@ -301,9 +347,18 @@ fn two_status_extensions_on_one_endpoint_are_refused() {
 fn validate_names_a_status_extension_whose_authenticator_is_wrong() {
     let base = "receivers: {prometheus: {config: {scrape_configs: [{job_name: a, static_configs: [{targets: ['h:1']}]}]}}}\nexporters: {debug: {}}\n";
     let cases = [
-        ("extensions:\n  status:\n    auth: {authenticator: basicauth/ui}\nservice:\n  extensions: [status]\n", "is not defined"),
-        ("extensions:\n  basicauth/ui: {htpasswd: {inline: 'a:b'}}\n  status:\n    auth: {authenticator: basicauth/ui}\nservice:\n  extensions: [status]\n", "must also be listed"),
-        ("extensions:\n  basicauth/ui: {client_auth: {username: a, password: b}}\n  status:\n    auth: {authenticator: basicauth/ui}\nservice:\n  extensions: [basicauth/ui, status]\n", "has no htpasswd"),
+        (
+            "extensions:\n  status:\n    auth: {authenticator: basicauth/ui}\nservice:\n  extensions: [status]\n",
+            "is not defined",
+        ),
+        (
+            "extensions:\n  basicauth/ui: {htpasswd: {inline: 'a:b'}}\n  status:\n    auth: {authenticator: basicauth/ui}\nservice:\n  extensions: [status]\n",
+            "must also be listed",
+        ),
+        (
+            "extensions:\n  basicauth/ui: {client_auth: {username: a, password: b}}\n  status:\n    auth: {authenticator: basicauth/ui}\nservice:\n  extensions: [basicauth/ui, status]\n",
+            "has no htpasswd",
+        ),
     ];
     for (ext, want) in cases {
         let text = format!("{base}{ext}  pipelines: {{metrics: {{receivers: [prometheus], exporters: [debug]}}}}\n");

@@ -327,7 +327,11 @@ impl ScrapeLoop {
                     let who = format!("{}/{}", m.job, m.instance);
                     for s in &series {
                         for t in self.job.status.tracer.following(&s.labels) {
-                            t.marked(&who, &s.labels, crate::status::trace::ScrapeFate::ScrapeFailed(e.message.clone()));
+                            t.marked(
+                                &who,
+                                &s.labels,
+                                crate::status::trace::ScrapeFate::ScrapeFailed(e.message.clone()),
+                            );
                         }
                     }
                 }

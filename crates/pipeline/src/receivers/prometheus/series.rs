@@ -6,8 +6,8 @@
 
 use super::job::JobSettings;
 use super::target::Target;
-use infertel_exposition::Format;
 use crate::status::trace::ScrapeFate;
+use infertel_exposition::Format;
 use infertel_model::{Label, Labels, METRIC_NAME, Metadata, Sample, Series, stale_nan};
 use rustc_hash::FxHashMap;
 use std::time::Instant;
@@ -775,9 +775,11 @@ mod tests {
 
     #[test]
     fn a_trace_sees_each_decision_of_the_scrape() {
-        let mut j = job("- {source_labels: [__name__], regex: dropme, action: drop}\n- {regex: pod, action: labeldrop}");
+        let mut j =
+            job("- {source_labels: [__name__], regex: dropme, action: drop}\n- {regex: pod, action: labeldrop}");
         let tracer = &j.status.tracer;
-        let (kept, dropped, dup) = (tracer.open("a").unwrap(), tracer.open("dropme").unwrap(), tracer.open("d").unwrap());
+        let (kept, dropped, dup) =
+            (tracer.open("a").unwrap(), tracer.open("dropme").unwrap(), tracer.open("d").unwrap());
         let mut c = SeriesCache::default();
         scrape("a{pod=\"p\"} 1\ndropme 1\nd{pod=\"x\"} 1\nd{pod=\"y\"} 2\n", 1000, &j, &mut c).unwrap();
         let f = kept.fates();

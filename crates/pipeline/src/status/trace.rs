@@ -9,7 +9,7 @@
 
 use infertel_model::{Labels, METRIC_NAME};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -274,7 +274,9 @@ pub struct Trace {
     pub text: String,
     pub selector: Selector,
     pub since: SystemTime,
-    asked: Mutex<Instant>,
+    /// When the trace was last asked for, in ms since the tracer's epoch
+    /// (read on the hot path without a lock).
+    asked: AtomicU64,
     fates: Mutex<BTreeMap<String, Fate>>,
     /// Series seen beyond [`MAX_SERIES`].
     overflow: AtomicBool,
@@ -417,27 +419,59 @@ impl Trace {
 }
 
 /// The open traces.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Tracer {
     active: AtomicBool,
     traces: RwLock<Vec<Arc<Trace>>>,
+    epoch: Instant,
+}
+
+impl Default for Tracer {
+    fn default() -> Self {
+        Tracer { active: AtomicBool::new(false), traces: RwLock::new(Vec::new()), epoch: Instant::now() }
+    }
 }
 
 impl Tracer {
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    fn live(&self, t: &Trace) -> bool {
+        self.now().saturating_sub(t.asked.load(Ordering::Relaxed)) < TRACE_TTL.as_millis() as u64
+    }
+
     /// Any trace open: the hot path's only cost while none is.
     #[inline]
     pub fn active(&self) -> bool {
         self.active.load(Ordering::Relaxed)
     }
 
+    /// Closes the traces nobody asked for within [`TRACE_TTL`]; once none
+    /// is left the hot path stops looking. Called once per scrape and when
+    /// a trace is opened, never per sample.
+    pub fn expire(&self) {
+        if !self.active() {
+            return;
+        }
+        if self.traces.read().unwrap_or_else(|p| p.into_inner()).iter().all(|t| self.live(t)) {
+            return;
+        }
+        let mut v = self.traces.write().unwrap_or_else(|p| p.into_inner());
+        v.retain(|t| self.live(t));
+        if v.is_empty() {
+            self.active.store(false, Ordering::Relaxed);
+        }
+    }
+
     /// Opens (or keeps open) the trace of `text`.
     pub fn open(&self, text: &str) -> Result<Arc<Trace>, String> {
         let selector = Selector::parse(text)?;
         let text = text.trim().to_string();
+        self.expire();
         let mut v = self.traces.write().unwrap_or_else(|p| p.into_inner());
-        v.retain(|t| t.asked.lock().unwrap_or_else(|p| p.into_inner()).elapsed() < TRACE_TTL);
         if let Some(t) = v.iter().find(|t| t.text == text) {
-            *t.asked.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+            t.asked.store(self.now(), Ordering::Relaxed);
             return Ok(t.clone());
         }
         if v.len() >= MAX_TRACES {
@@ -447,7 +481,7 @@ impl Tracer {
             text,
             selector,
             since: SystemTime::now(),
-            asked: Mutex::new(Instant::now()),
+            asked: AtomicU64::new(self.now()),
             fates: Mutex::new(BTreeMap::new()),
             overflow: AtomicBool::new(false),
         });
@@ -456,17 +490,13 @@ impl Tracer {
         Ok(t)
     }
 
-    /// The traces that follow `labels` (empty unless [`Tracer::active`]).
+    /// The open traces that follow `labels` (empty unless [`Tracer::active`]).
     pub fn following(&self, labels: &Labels) -> Vec<Arc<Trace>> {
         if !self.active() {
             return Vec::new();
         }
-        let mut v = self.traces.write().unwrap_or_else(|p| p.into_inner());
-        v.retain(|t| t.asked.lock().unwrap_or_else(|p| p.into_inner()).elapsed() < TRACE_TTL);
-        if v.is_empty() {
-            self.active.store(false, Ordering::Relaxed);
-        }
-        v.iter().filter(|t| t.selector.matches(labels)).cloned().collect()
+        let v = self.traces.read().unwrap_or_else(|p| p.into_inner());
+        v.iter().filter(|t| self.live(t) && t.selector.matches(labels)).cloned().collect()
     }
 
     /// Whether some trace may follow a series named `name` (a cheap test
@@ -476,7 +506,7 @@ impl Tracer {
             return false;
         }
         let v = self.traces.read().unwrap_or_else(|p| p.into_inner());
-        v.iter().any(|t| t.selector.name.as_deref().is_none_or(|n| n == name))
+        v.iter().any(|t| self.live(t) && t.selector.name.as_deref().is_none_or(|n| n == name))
     }
 }
 
@@ -531,5 +561,13 @@ mod tests {
         assert_eq!(tr.fates()[0].exporters["rw"].state, ExportState::Delivered);
         // The same trace is reopened, not duplicated.
         assert!(Arc::ptr_eq(&tr, &t.open(" up ").unwrap()));
+        // Nobody asked for TRACE_TTL: closed, and the hot path stops looking.
+        let Some(epoch) = Instant::now().checked_sub(TRACE_TTL + Duration::from_secs(1)) else { return };
+        let old = Tracer { epoch, ..Tracer::default() };
+        let o = old.open("up").unwrap();
+        o.asked.store(0, Ordering::Relaxed);
+        assert!(old.following(&scraped).is_empty() && !old.may_follow("up"));
+        old.expire();
+        assert!(!old.active());
     }
 }

@@ -266,6 +266,8 @@ impl ScrapeLoop {
         let mut series: Vec<Series> = Vec::with_capacity(cache.len() + 8);
         let mut metadata = Vec::new();
         let want_meta = cache.last_metadata.is_none_or(|t| t.elapsed() >= Duration::from_secs(60));
+        // Traces nobody looks at any more close here, once per scrape.
+        self.job.status.tracer.expire();
         let forced = self.job.forced_error.read().unwrap_or_else(|p| p.into_inner()).clone();
         let fetched = match forced {
             Some(e) => Err(fail("target_limit", e)),

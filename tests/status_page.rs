@@ -392,3 +392,72 @@ service:
     drop(agent);
     sim.terminate(Duration::from_secs(10));
 }
+
+/// A reload that moves the page and adds a job: the new endpoint serves the
+/// running agent's state (ready, the new job), the old one is closed; a
+/// refused reload leaves the running configuration on `/config`.
+#[test]
+fn the_page_follows_a_reload() {
+    let targets = Targets::start();
+    targets.set("/a", TEXT_004, "a_total 1\n");
+    targets.set("/b", TEXT_004, "b_total 1\n");
+    let rx = RwReceiver::start(Arc::new(|_| (204, Duration::ZERO)));
+    let cfg = |port: u16, with_b: bool| {
+        let b = if with_b {
+            format!(
+                "\n        - {{job_name: b, metrics_path: /b, static_configs: [{{targets: ['{}']}}]}}",
+                targets.addr
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            r#"
+receivers:
+  prometheus:
+    config:
+      global: {{scrape_interval: 500ms, scrape_timeout: 400ms}}
+      scrape_configs:
+        - {{job_name: a, metrics_path: /a, static_configs: [{{targets: ['{t}']}}]}}{b}
+exporters:
+  prometheusremotewrite: {{endpoint: "{rw}"}}
+extensions:
+  status: {{endpoint: "127.0.0.1:{port}"}}
+service:
+  extensions: [status]
+  pipelines: {{metrics: {{receivers: [prometheus], exporters: [prometheusremotewrite]}}}}
+  telemetry: {{metrics: {{address: "{{{{TELEMETRY}}}}"}}}}
+"#,
+            t = targets.addr,
+            rw = rx.url(),
+        )
+    };
+    let (p1, p2) = (free_port(), free_port());
+    let agent = Agent::start(&cfg(p1, false));
+    let ready = |port: u16| {
+        wait_until("ready on the overview", Duration::from_secs(20), || {
+            let (code, body) = http_get(&format!("http://127.0.0.1:{port}/")).ok()?;
+            (code == 200 && body.contains("class=up>ready")).then_some(())
+        })
+    };
+    ready(p1);
+    agent.write_config(&cfg(p2, true));
+    agent.reload();
+    ready(p2);
+    wait_until("job b on the moved page", Duration::from_secs(20), || {
+        let (_, body) = http_get(&format!("http://127.0.0.1:{p2}/api/v1/targets")).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        let a = v["data"]["activeTargets"].as_array()?;
+        a.iter().any(|t| t["scrapePool"] == "b" && t["health"] == "up").then_some(())
+    });
+    wait_until("the old endpoint closed", Duration::from_secs(10), || {
+        matches!(http_get(&format!("http://127.0.0.1:{p1}/")), Ok((0, _)) | Err(_)).then_some(())
+    });
+    // A refused reload: the page keeps what runs.
+    agent.write_config("receivers: {nonsense: {}}\n");
+    agent.reload();
+    std::thread::sleep(Duration::from_secs(2));
+    let (_, body) = http_get(&format!("http://127.0.0.1:{p2}/config")).unwrap();
+    assert!(body.contains("job_name: &quot;b&quot;"), "{body}");
+    ready(p2);
+}

@@ -453,6 +453,9 @@ impl Live {
                 let _ = h.await;
             }
             self.status_key = next_status;
+            // The running agent's readiness (receivers started, the live
+            // exporters), not the one the next configuration was built with.
+            next.readiness = self.readiness.clone();
             self.status = next.start_status();
         }
         if next.health_addr != self.health_addr {

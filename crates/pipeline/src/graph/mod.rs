@@ -155,9 +155,7 @@ impl Service {
         let status =
             crate::extensions::status::server::StatusServer::from_config(&cfg.service.extensions, &extensions)?;
         // What the status page shows of this configuration.
-        let board = telemetry.status();
-        board.enable(!status.is_empty());
-        board.set_config(crate::status::ConfigView {
+        let view = crate::status::ConfigView {
             effective: crate::status::redact_debug(&format!("{cfg:#?}")),
             pipelines: cfg.service.pipelines.clone(),
             extensions: cfg.service.extensions.clone(),
@@ -173,7 +171,7 @@ impl Service {
                 })
                 .collect(),
             loaded_at: Some(std::time::SystemTime::now()),
-        });
+        };
         let mut exporters: Vec<ExporterSlot> = Vec::new();
         let used = |section: &str, id: &ComponentId| {
             cfg.service.pipelines.values().any(|p| {
@@ -349,6 +347,11 @@ impl Service {
                 health_addr = Some(h.socket_addr()?);
             }
         }
+        // Shown once the whole graph could be built (a refused reload
+        // leaves the running configuration on the page).
+        let board = telemetry.status();
+        board.enable(!status.is_empty());
+        board.set_config(view);
         let readiness = Arc::new(Readiness::default());
         readiness.set_exporters(
             exporters.iter().filter_map(|e| e.exporter.queued().and_then(|x| x.endpoint_state())).collect(),

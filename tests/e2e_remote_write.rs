@@ -153,3 +153,45 @@ service:
     assert!(sent > 0.0, "no samples counted as sent");
     assert_eq!(agent.self_metric("infertel_exporter_dropped_samples_total", &[]), 0.0, "{}", agent.proc.log_text());
 }
+
+/// The Collector's `namespace` key, into a real Prometheus: every name
+/// gets the prefix, labels and values stay as scraped.
+#[test]
+fn namespace_prefixes_every_name_in_prometheus() {
+    let prom = Prometheus::start("");
+    let targets = Targets::start();
+    targets.set(
+        "/metrics",
+        TEXT_004,
+        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} 7\n",
+    );
+    let cfg = format!(
+        r#"
+receivers:
+  prometheus:
+    config:
+      global: {{scrape_interval: 500ms, scrape_timeout: 400ms}}
+      scrape_configs: [{{job_name: vllm, static_configs: [{{targets: ['{t}']}}]}}]
+exporters:
+  prometheusremotewrite:
+    endpoint: {rw}
+    namespace: gpu
+    resource_to_telemetry_conversion: {{enabled: true}}
+service:
+  pipelines: {{metrics: {{receivers: [prometheus], exporters: [prometheusremotewrite]}}}}
+  telemetry: {{metrics: {{address: "{{{{TELEMETRY}}}}"}}}}
+"#,
+        t = targets.addr,
+        rw = prom.write_url()
+    );
+    let _agent = Agent::start(&cfg);
+    let got = wait_until("gpu_vllm:num_requests_running in Prometheus", Duration::from_secs(30), || {
+        let r = prom.query("gpu_vllm:num_requests_running");
+        (!r.is_empty()).then_some(r)
+    });
+    assert_eq!(got[0].0.get("model_name").map(String::as_str), Some("m"));
+    assert_eq!(got[0].0.get("job").map(String::as_str), Some("vllm"));
+    assert_eq!(got[0].1, "7");
+    assert!(!prom.query("gpu_up").is_empty(), "report series are prefixed too, as the Collector prefixes every name");
+    assert!(prom.query("vllm:num_requests_running").is_empty(), "nothing arrives unprefixed");
+}

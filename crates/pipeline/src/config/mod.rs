@@ -788,6 +788,16 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
     for (id, c) in &cfg.exporters.0 {
         component_errors("exporters", id, c.validate());
     }
+    // Collector keys whose Collector behaviour infertel does not have.
+    for (id, c) in &cfg.exporters.0 {
+        if let crate::exporters::ExporterConfig::PrometheusRemoteWrite(rw) = c {
+            for (key, message) in rw.warnings() {
+                let path = format!("exporters.{id}.{key}");
+                let (line, column) = issues::locate_path(text, &path);
+                v.warnings.push(ConfigIssue { origin: origin.into(), line, column, path, message });
+            }
+        }
+    }
     // Files read when used (as Prometheus reads them): a warning now, a
     // per-send error until they are there.
     let mut missing: Vec<(String, std::path::PathBuf)> = Vec::new();

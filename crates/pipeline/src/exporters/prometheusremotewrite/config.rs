@@ -54,6 +54,32 @@ pub struct RemoteWriteConfig {
     /// `false`: HTTP/1.1 only (over TLS, HTTP/2 is otherwise negotiated).
     #[serde(default = "yes")]
     pub enable_http2: bool,
+    /// The Collector's `namespace`: `NAMESPACE_` before every metric name
+    /// (and its metadata); default none.
+    #[serde(default)]
+    pub namespace: String,
+    /// The Collector's keys for data converted from OTLP. Scraped data
+    /// already has Prometheus names and its resource (`job`, `instance`)
+    /// on every series, so they are accepted for pasted configs and change
+    /// nothing; where the Collector would send something else, validate
+    /// says so (see [`RemoteWriteConfig::warnings`]).
+    #[serde(default)]
+    pub resource_to_telemetry_conversion: Toggle,
+    pub add_metric_suffixes: Option<bool>,
+    pub target_info: Option<Toggle>,
+    #[serde(default)]
+    pub export_created_metric: Toggle,
+    /// The Collector's request concurrency within one batch; here requests
+    /// are sent by `sending_queue.num_consumers` consumers.
+    pub max_batch_request_parallelism: Option<usize>,
+}
+
+/// `{enabled: bool}`, as the Collector writes its switches.
+#[derive(Debug, Deserialize, Clone, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Toggle {
+    #[serde(default)]
+    pub enabled: bool,
 }
 
 fn yes() -> bool {
@@ -81,7 +107,49 @@ impl RemoteWriteConfig {
         self.canary.unwrap_or(self.endpoint.contains("/_prometheus/"))
     }
 
+    /// Keys accepted from Collector configs whose Collector behaviour
+    /// differs from what infertel does with scraped data: `(key, why)`.
+    pub fn warnings(&self) -> Vec<(&'static str, String)> {
+        let mut w = Vec::new();
+        if self.add_metric_suffixes == Some(false) {
+            w.push((
+                "add_metric_suffixes",
+                "infertel sends scraped names as they are, with their _total and unit suffixes; the Collector would strip them here (names are only changed by write_relabel_configs or namespace)".to_string(),
+            ));
+        }
+        if self.target_info.as_ref().is_some_and(|t| t.enabled) {
+            w.push((
+                "target_info",
+                "no target_info series is sent: scraped series carry their target's job and instance labels already"
+                    .to_string(),
+            ));
+        }
+        if self.export_created_metric.enabled {
+            w.push((
+                "export_created_metric",
+                "no _created series is made from start times: the _created series a target exposes are sent as scraped"
+                    .to_string(),
+            ));
+        }
+        if let Some(n) = self.max_batch_request_parallelism.filter(|n| *n != self.sending_queue.num_consumers) {
+            w.push((
+                "max_batch_request_parallelism",
+                format!(
+                    "requests are sent by sending_queue.num_consumers ({}) consumers; set that instead of {n}",
+                    self.sending_queue.num_consumers
+                ),
+            ));
+        }
+        w
+    }
+
     pub fn validate(&self) -> Result<(), String> {
+        if !self.namespace.is_empty() && !infertel_relabel::is_valid_label_name(&self.namespace) {
+            return Err(format!(
+                "namespace {:?}: must be a valid metric name prefix ([a-zA-Z_][a-zA-Z0-9_]*)",
+                self.namespace
+            ));
+        }
         if let Some((_, after)) = self.endpoint.split_once("://")
             && (after.is_empty() || after.starts_with('/'))
         {
@@ -122,5 +190,43 @@ impl RemoteWriteConfig {
         self.sending_queue.validate()?;
         self.tls.settings().validate_present().map_err(|e| format!("tls: {e}"))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod collector_keys {
+    #[test]
+    fn collector_keys_load_and_say_where_they_differ() {
+        // The prometheusremotewrite block of the Collector's own README
+        // examples, with every key below set.
+        let text = r#"
+receivers: {prometheus: {config: {scrape_configs: [{job_name: a, static_configs: [{targets: ['h:1']}]}]}}}
+exporters:
+  prometheusremotewrite:
+    endpoint: "https://my-cortex:7900/api/v1/push"
+    namespace: gpu
+    resource_to_telemetry_conversion:
+      enabled: true
+    add_metric_suffixes: false
+    target_info:
+      enabled: true
+    export_created_metric:
+      enabled: true
+    max_batch_request_parallelism: 10
+service:
+  pipelines: {metrics: {receivers: [prometheus], exporters: [prometheusremotewrite]}}
+"#;
+        let l = crate::load_str("c.yaml", text, &|_| None).unwrap_or_else(|r| panic!("{:?}", r.errors));
+        let w: Vec<(String, Option<usize>)> = l.warnings.iter().map(|w| (w.path.clone(), w.line)).collect();
+        let at =
+            |k: &str| w.iter().find(|(p, _)| p == &format!("exporters.prometheusremotewrite.{k}")).and_then(|x| x.1);
+        assert_eq!(at("add_metric_suffixes"), Some(9), "{w:?}");
+        assert_eq!(at("target_info"), Some(10), "{w:?}");
+        assert_eq!(at("export_created_metric"), Some(12), "{w:?}");
+        assert_eq!(at("max_batch_request_parallelism"), Some(14), "{w:?}");
+        assert!(at("resource_to_telemetry_conversion").is_none() && at("namespace").is_none(), "{w:?}");
+        let bad = text.replace("namespace: gpu", "namespace: 9gpu");
+        let errors = crate::load_str("c.yaml", &bad, &|_| None).err().map(|r| r.errors).unwrap_or_default();
+        assert!(errors.iter().any(|e| e.message.contains("namespace")), "{errors:?}");
     }
 }

@@ -101,6 +101,9 @@ impl Deliver for RemoteWriteDeliver {
     /// rewritten labels, dropped series left out and counted; a series
     /// whose labels the rules emptied is dropped too.
     fn admit(&self, mut batch: Batch, _naming: Naming) -> Batch {
+        if !self.cfg.namespace.is_empty() {
+            batch = namespaced(batch, &self.cfg.namespace);
+        }
         if self.write_relabel.is_empty() {
             return batch;
         }
@@ -216,5 +219,43 @@ impl Deliver for RemoteWriteDeliver {
             }
             last
         })
+    }
+}
+
+/// The Collector's `namespace`: `NS_name` for every series and its metadata.
+fn namespaced(mut batch: Batch, ns: &str) -> Batch {
+    for s in &mut batch.series {
+        let name = format!("{ns}_{}", s.labels.metric_name());
+        s.labels = s.labels.with(infertel_model::METRIC_NAME, &name);
+    }
+    for m in &mut batch.metadata {
+        m.family = format!("{ns}_{}", m.family).into();
+    }
+    batch
+}
+
+#[cfg(test)]
+mod namespace_tests {
+    use super::*;
+    use infertel_model::{Labels, Metadata, MetricType, Sample, Series};
+
+    #[test]
+    fn namespace_prefixes_names_and_metadata_only() {
+        let b = Batch {
+            series: vec![Series {
+                labels: Labels::from_pairs([("__name__", "vllm:num_requests_running"), ("job", "vllm")]),
+                samples: vec![Sample { timestamp_ms: 1, value: 2.0 }],
+            }],
+            metadata: vec![Metadata {
+                family: "vllm:num_requests_running".into(),
+                kind: MetricType::Gauge,
+                help: "h".into(),
+                unit: "".into(),
+            }],
+        };
+        let out = namespaced(b, "gpu");
+        assert_eq!(out.series[0].labels.to_string(), "gpu_vllm:num_requests_running{job=\"vllm\"}");
+        assert_eq!(&*out.metadata[0].family, "gpu_vllm:num_requests_running");
+        assert_eq!(out.series[0].samples[0].value, 2.0);
     }
 }

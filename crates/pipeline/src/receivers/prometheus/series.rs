@@ -775,8 +775,7 @@ mod tests {
 
     #[test]
     fn a_trace_sees_each_decision_of_the_scrape() {
-        let mut j =
-            job("- {source_labels: [__name__], regex: dropme, action: drop}\n- {regex: pod, action: labeldrop}");
+        let j = job("- {source_labels: [__name__], regex: dropme, action: drop}\n- {regex: pod, action: labeldrop}");
         let tracer = &j.status.tracer;
         let (kept, dropped, dup) =
             (tracer.open("a").unwrap(), tracer.open("dropme").unwrap(), tracer.open("d").unwrap());

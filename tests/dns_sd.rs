@@ -137,10 +137,14 @@ service:
     let a_rec = labels.iter().find(|l| l["job"] == "dns-a").unwrap();
     assert_eq!(a_rec["instance"], format!("127.0.0.1:{pa}"), "A record: ip:port");
     assert_eq!(a_rec["dns_name"], "vllm.infer.test");
-    assert!(
-        !sink.query(&format!("dsd_requests_total{{job=\"dns-srv\",instance=\"127.0.0.1:{pb}\"}}")).is_empty(),
-        "b's counter stored"
-    );
+    // One scrape's series travel in several requests (the sending queue
+    // shards them by series across its consumers): b's `up` may be stored
+    // before its counter. Wait for the counter rather than assume it came
+    // with `up`.
+    wait_until("b's counter stored", Duration::from_secs(30), || {
+        (!sink.query(&format!("dsd_requests_total{{job=\"dns-srv\",instance=\"127.0.0.1:{pb}\"}}")).is_empty())
+            .then_some(())
+    });
 
     // The server goes away: lookups fail, the targets stay.
     dns.terminate(Duration::from_secs(5));

@@ -112,6 +112,16 @@ impl<'de, T: ComponentKind> Deserialize<'de> for Components<T> {
     }
 }
 
+/// A server's `host:port` (`localhost` read as 127.0.0.1, as the agent's
+/// servers bind loopback for it); the error reads `"VALUE": why (write
+/// host:port)` for the caller to put its key in front.
+pub fn listen_addr(endpoint: &str) -> Result<SocketAddr, String> {
+    endpoint
+        .replace("localhost:", "127.0.0.1:")
+        .parse::<SocketAddr>()
+        .map_err(|e| format!("{endpoint:?}: {e} (write host:port)"))
+}
+
 /// The whole file.
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -192,10 +202,7 @@ impl TelemetryMetricsConfig {
         if self.address.is_empty() || self.level == "none" {
             return Ok(None);
         }
-        let a = self.address.replace("localhost:", "127.0.0.1:");
-        a.parse::<SocketAddr>()
-            .map(Some)
-            .map_err(|e| format!("service.telemetry.metrics.address {:?}: {e} (write host:port)", self.address))
+        listen_addr(&self.address).map(Some).map_err(|e| format!("service.telemetry.metrics.address {e}"))
     }
 }
 

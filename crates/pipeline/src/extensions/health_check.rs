@@ -24,9 +24,7 @@ impl Default for HealthCheckConfig {
 
 impl HealthCheckConfig {
     pub fn socket_addr(&self) -> Result<SocketAddr, String> {
-        let a = self.endpoint.replace("localhost:", "127.0.0.1:");
-        a.parse::<SocketAddr>()
-            .map_err(|e| format!("health_check: endpoint {:?}: {e} (write host:port)", self.endpoint))
+        crate::config::listen_addr(&self.endpoint).map_err(|e| format!("health_check: endpoint {e}"))
     }
 }
 

@@ -60,8 +60,7 @@ impl Default for StatusConfig {
 
 impl StatusConfig {
     pub fn socket_addr(&self) -> Result<SocketAddr, String> {
-        let a = self.endpoint.replace("localhost:", "127.0.0.1:");
-        a.parse::<SocketAddr>().map_err(|e| format!("status: endpoint {:?}: {e} (write host:port)", self.endpoint))
+        crate::config::listen_addr(&self.endpoint).map_err(|e| format!("status: endpoint {e}"))
     }
 
     pub fn validate(&self) -> Result<(), String> {

@@ -58,37 +58,35 @@ pub fn overview(ctx: &Ctx, q: &Q) -> String {
         super::server::SAMPLE_EVERY.as_secs(),
         if rates.is_empty() { " (the first rates appear after two samples)" } else { "" }
     );
+    let rows = exporter_rows(ctx);
+    // `<br>dropped REASON: N/s` for each reason under `prefix` (kind/component/).
+    let drops = |prefix: String| {
+        let mut o = String::new();
+        for (k, v) in rates.range(prefix.clone()..) {
+            let Some(reason) = k.strip_prefix(&prefix) else { break };
+            if *v > 0.0 {
+                let _ = write!(o, "<br><span class=dropped>dropped {}: {}/s</span>", esc(reason), num(*v));
+            }
+        }
+        o
+    };
     for (name, p) in &cfg.pipelines {
         let _ = write!(b, "<h2>Pipeline <code>{}</code></h2><div class=flow>", esc(name));
         b.push_str("<div>");
         for r in &p.receivers {
-            let mut drops = String::new();
-            for (k, v) in rates.range(format!("rdrop/{r}/")..) {
-                let Some(reason) = k.strip_prefix(&format!("rdrop/{r}/")) else { break };
-                if *v > 0.0 {
-                    let _ = write!(drops, "<br><span class=dropped>dropped {}: {}/s</span>", esc(reason), num(*v));
-                }
-            }
-            let _ =
-                write!(b, "<div class=box>receiver <b>{}</b><br>in: {}{drops}</div>", esc(r), rate(&format!("in/{r}")));
+            let d = drops(format!("rdrop/{r}/"));
+            let _ = write!(b, "<div class=box>receiver <b>{}</b><br>in: {}{d}</div>", esc(r), rate(&format!("in/{r}")));
         }
         b.push_str("</div>");
         for pr in &p.processors {
             let _ = write!(b, "<span class=arrow>→</span><div class=box>processor <b>{}</b></div>", esc(pr));
         }
         b.push_str("<span class=arrow>→</span><div>");
-        let rows = exporter_rows(ctx);
         for e in &p.exporters {
             let row = rows.iter().find(|r| r.id == *e);
             let mut extra = String::new();
             if let Some(r) = row {
-                let _ = write!(extra, "<br>out: {}", rate(&format!("out/{e}")));
-                for (k, v) in rates.range(format!("drop/{e}/")..) {
-                    let Some(reason) = k.strip_prefix(&format!("drop/{e}/")) else { break };
-                    if *v > 0.0 {
-                        let _ = write!(extra, "<br><span class=dropped>dropped {}: {}/s</span>", esc(reason), num(*v));
-                    }
-                }
+                let _ = write!(extra, "<br>out: {}{}", rate(&format!("out/{e}")), drops(format!("drop/{e}/")));
                 if let Some(why) = &r.paused_because {
                     let _ = write!(extra, "<br><span class=down>paused</span>: {}", esc(why));
                 }

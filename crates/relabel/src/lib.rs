@@ -287,6 +287,14 @@ impl RelabelConfig {
     }
 }
 
+/// Compiles `pattern` in Go's dialect, unanchored, as Go's
+/// `regexp.MatchString` uses it (the Collector's regexp filters and OTTL's
+/// `IsMatch`).
+pub fn go_regex(pattern: &str) -> Result<Regex, String> {
+    let translated = goregex::translate(pattern)?;
+    Regex::new(&translated).map_err(|e| e.to_string())
+}
+
 /// Compiles `^(?:pattern)$` in Go's dialect. The wrapping is textual, as in
 /// Prometheus, so even odd patterns like `a)|(b` behave the same.
 fn compile_anchored(pattern: &str) -> Result<Regex, String> {

@@ -263,14 +263,23 @@ pub fn all_errors(origin: &str, text: &str, root: Option<&Value>, first: ConfigI
         Some((p, m)) if !p.contains(' ') => (p.to_string(), m.to_string()),
         _ => (String::new(), first.message.clone()),
     };
+    let mut first = Some(first);
     for i in root.map(|r| every_error(origin, text, r)).unwrap_or_default() {
         let same_place = !first_path.is_empty() && (first_path.starts_with(&i.path) || i.path.starts_with(&first_path));
         let same_message = first_msg.contains(&i.message) || i.message.contains(&first_msg);
-        if !(same_place || first_path.is_empty() && same_message) {
+        let more_precise = i.path.starts_with(&first_path) && i.path.len() > first_path.len();
+        if same_message && (first_path.is_empty() || more_precise) {
+            // serde placed it without its full path (a custom error of a
+            // component that read its own value): the piece knows where.
+            if first.is_some() && more_precise {
+                first = None;
+                errors.push(i);
+            }
+        } else if !same_place {
             errors.push(i);
         }
     }
-    errors.push(first);
+    errors.extend(first);
     errors.sort_by_key(|e| e.line.unwrap_or(usize::MAX));
     errors
 }

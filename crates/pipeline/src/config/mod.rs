@@ -790,7 +790,14 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
         }
     }
     for (id, c) in &cfg.processors.0 {
-        component_errors("processors", id, c.validate());
+        match c.check() {
+            Err((key, message)) if !key.is_empty() => {
+                let path = format!("processors.{id}.{key}");
+                let (line, column) = issues::locate_path(text, &path);
+                job_errors.push(ConfigIssue { origin: origin.into(), line, column, path, message });
+            }
+            r => component_errors("processors", id, r.map_err(|(_, m)| m)),
+        }
     }
     for (id, c) in &cfg.exporters.0 {
         component_errors("exporters", id, c.validate());

@@ -23,6 +23,7 @@ use crate::extensions::ExtensionConfig;
 use crate::extensions::health_check::Readiness;
 use crate::processors::ProcessorConfig;
 use crate::processors::batch::BatchProcessor;
+use crate::processors::filter::FilterProcessor;
 use crate::processors::inference::InferenceProcessor;
 use crate::processors::memory_limiter::{Backpressure, MemoryLimiter, Pressure};
 use crate::receivers::ReceiverConfig;
@@ -280,6 +281,19 @@ impl Service {
                                     .map_err(|e| format!("processor {id}: {e}"))?;
                                 (ml.clone(), ProcessorTask::Limiter(ml))
                             }
+                            ProcessorConfig::Attributes(c) => (
+                                c.build(id.to_string(), out, &telemetry).map_err(|e| format!("processor {id}: {e}"))?,
+                                ProcessorTask::None,
+                            ),
+                            ProcessorConfig::Resource(c) => (
+                                c.build(id.to_string(), out, &telemetry).map_err(|e| format!("processor {id}: {e}"))?,
+                                ProcessorTask::None,
+                            ),
+                            ProcessorConfig::Filter(c) => (
+                                FilterProcessor::new(id.to_string(), c, out, &telemetry)
+                                    .map_err(|e| format!("processor {id}: {e}"))?,
+                                ProcessorTask::None,
+                            ),
                             ProcessorConfig::PreserveNames(_) => continue,
                         };
                         ProcessorSlot { key, consumer, output, next: next.clone(), task, kept: false }

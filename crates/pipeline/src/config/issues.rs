@@ -265,7 +265,9 @@ pub fn all_errors(origin: &str, text: &str, root: Option<&Value>, first: ConfigI
     };
     let mut first = Some(first);
     for i in root.map(|r| every_error(origin, text, r)).unwrap_or_default() {
-        let same_place = !first_path.is_empty() && (first_path.starts_with(&i.path) || i.path.starts_with(&first_path));
+        // A bare section ("processors") is where serde stopped, not a place
+        // that holds only this error.
+        let same_place = first_path.contains('.') && (first_path.starts_with(&i.path) || i.path.starts_with(&first_path));
         let same_message = first_msg.contains(&i.message) || i.message.contains(&first_msg);
         let more_precise = i.path.starts_with(&first_path) && i.path.len() > first_path.len();
         if same_message && (first_path.is_empty() || more_precise) {

@@ -9,6 +9,7 @@
 //! line:column. `${env:VAR}` expansion happens on the text first so line
 //! numbers stay those of the file the user wrote.
 
+pub mod contrib;
 pub mod duration;
 pub mod env;
 pub mod id;
@@ -90,9 +91,11 @@ impl<'de, T: ComponentKind> Deserialize<'de> for Components<T> {
                 let mut out: Vec<(ComponentId, T)> = Vec::new();
                 while let Some(key) = map.next_key::<String>()? {
                     let id = ComponentId::parse(&key).map_err(de::Error::custom)?;
-                    if !T::KNOWN.contains(&id.kind.as_str()) {
+                    let kind = contrib::canonical(T::SECTION, &id.kind);
+                    if !T::KNOWN.contains(&kind) {
+                        let hint = contrib::hint(T::SECTION, &id.kind).map(|h| format!("; {h}")).unwrap_or_default();
                         return Err(de::Error::custom(format!(
-                            "unknown {} type {:?} in {:?} (this build knows: {})",
+                            "unknown {} type {:?} in {:?} (this build knows: {}){hint}",
                             T::SECTION,
                             id.kind,
                             key,
@@ -102,7 +105,7 @@ impl<'de, T: ComponentKind> Deserialize<'de> for Components<T> {
                     if out.iter().any(|(i, _)| *i == id) {
                         return Err(de::Error::custom(format!("{} {key:?} is defined twice", T::SECTION)));
                     }
-                    let cfg = map.next_value_seed(KindSeed::<T>(&id.kind, PhantomData))?;
+                    let cfg = map.next_value_seed(KindSeed::<T>(kind, PhantomData))?;
                     out.push((id, cfg));
                 }
                 Ok(Components(out))

@@ -10,6 +10,7 @@ pub const ALIASES: &[(&str, &str, &str)] = &[
     ("exporter", "prometheus_remote_write", "prometheusremotewrite"),
     ("exporter", "otlp_grpc", "otlp"),
     ("exporter", "otlp_http", "otlphttp"),
+    ("processor", "resource_detection", "resourcedetection"),
 ];
 
 /// The type `kind` stands for in `section` (itself when it is no alias).
@@ -34,9 +35,6 @@ pub fn hint(section: &str, kind: &str) -> Option<&'static str> {
         }
         ("receiver", "filelog" | "file_log" | "journald" | "syslog" | "jaeger" | "zipkin" | "fluentforward" | "tcplog" | "udplog") => {
             BESIDE
-        }
-        ("processor", "resourcedetection" | "resource_detection") => {
-            "the resourcedetection processor is not built yet: add host or cluster labels with the resource processor (value: ${env:VAR})"
         }
         ("processor", "k8sattributes" | "k8s_attributes") => {
             "pod metadata comes from kubernetes_sd_configs: its __meta_kubernetes_pod_* labels, kept with relabel_configs"

@@ -289,6 +289,10 @@ impl Service {
                                 c.build(id.to_string(), out, &telemetry).map_err(|e| format!("processor {id}: {e}"))?,
                                 ProcessorTask::None,
                             ),
+                            ProcessorConfig::ResourceDetection(c) => (
+                                c.build(id.to_string(), out, &telemetry).map_err(|e| format!("processor {id}: {e}"))?,
+                                ProcessorTask::None,
+                            ),
                             ProcessorConfig::Filter(c) => (
                                 FilterProcessor::new(id.to_string(), c, out, &telemetry)
                                     .map_err(|e| format!("processor {id}: {e}"))?,

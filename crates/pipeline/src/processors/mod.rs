@@ -11,6 +11,7 @@ pub mod memory_limiter;
 pub mod pdata;
 pub mod preserve_names;
 pub mod resource;
+pub mod resourcedetection;
 pub mod rewrite;
 pub mod series_cache;
 
@@ -26,12 +27,13 @@ pub enum ProcessorConfig {
     MemoryLimiter(memory_limiter::MemoryLimiterConfig),
     PreserveNames(preserve_names::PreserveNamesConfig),
     Resource(resource::ResourceConfig),
+    ResourceDetection(resourcedetection::ResourceDetectionConfig),
 }
 
 impl ComponentKind for ProcessorConfig {
     const SECTION: &'static str = "processor";
     const KNOWN: &'static [&'static str] =
-        &["attributes", "batch", "filter", "inference", "memory_limiter", "preserve_names", "resource"];
+        &["attributes", "batch", "filter", "inference", "memory_limiter", "preserve_names", "resource", "resourcedetection"];
     fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
         match kind {
             "attributes" => Ok(ProcessorConfig::Attributes(or_default(d)?)),
@@ -42,6 +44,11 @@ impl ComponentKind for ProcessorConfig {
                 Ok(ProcessorConfig::Filter(c.unwrap_or_default()))
             }
             "resource" => Ok(ProcessorConfig::Resource(or_default(d)?)),
+            "resourcedetection" => {
+                let v: serde_yaml::Value = serde::Deserialize::deserialize(d)?;
+                let c = resourcedetection::ResourceDetectionConfig::from_value(v).map_err(serde::de::Error::custom)?;
+                Ok(ProcessorConfig::ResourceDetection(c))
+            }
             "inference" => Ok(ProcessorConfig::Inference(or_default(d)?)),
             "memory_limiter" => Ok(ProcessorConfig::MemoryLimiter(or_default(d)?)),
             "preserve_names" => Ok(ProcessorConfig::PreserveNames(or_default(d)?)),
@@ -72,6 +79,7 @@ impl ProcessorConfig {
             ProcessorConfig::Attributes(c) => c.check().map(|_| ()),
             ProcessorConfig::Filter(c) => c.check().map(|_| ()),
             ProcessorConfig::Resource(c) => c.check().map(|_| ()),
+            ProcessorConfig::ResourceDetection(c) => c.check(),
             other => other.validate().map_err(|e| (String::new(), e)),
         }
     }
@@ -81,6 +89,7 @@ impl ProcessorConfig {
             ProcessorConfig::Attributes(c) => c.check().map(|_| ()).map_err(|(k, e)| format!("{k}: {e}")),
             ProcessorConfig::Filter(c) => c.check().map(|_| ()).map_err(|(k, e)| format!("{k}: {e}")),
             ProcessorConfig::Resource(c) => c.check().map(|_| ()).map_err(|(k, e)| format!("{k}: {e}")),
+            ProcessorConfig::ResourceDetection(c) => c.check().map_err(|(k, e)| format!("{k}: {e}")),
             ProcessorConfig::Batch(c) => c.validate(),
             ProcessorConfig::Inference(c) => c.validate(),
             ProcessorConfig::MemoryLimiter(c) => c.validate(),

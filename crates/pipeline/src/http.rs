@@ -373,3 +373,40 @@ pub fn describe_error(e: &reqwest::Error) -> String {
     }
     s
 }
+
+/// Serves `app` over TLS on `l` until the task is aborted (the agent's own
+/// servers: the status page, the prometheus exporter); `what` names the
+/// server in logs.
+pub async fn serve_tls(
+    what: &'static str,
+    l: tokio::net::TcpListener,
+    app: axum::Router,
+    cfg: std::sync::Arc<rustls::ServerConfig>,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
+    loop {
+        let (tcp, peer) = match l.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!("{what}: accept: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let (acceptor, app) = (acceptor.clone(), app.clone());
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(tcp)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::debug!("{what}: TLS handshake with {peer} failed: {e}");
+                    return;
+                }
+                Err(_) => return,
+            };
+            let svc = hyper_util::service::TowerToHyperService::new(app);
+            let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
+                .await;
+        });
+    }
+}

@@ -15,7 +15,7 @@ pub async fn check(log: &LogArgs, path: &Path) -> u8 {
         Ok(l) => l,
         Err(code) => return code,
     };
-    let service = match Service::build(loaded.config, Telemetry::new(), None) {
+    let service = match Service::build_dry(loaded.config, Telemetry::new()) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {}: {e}", path.display());

@@ -14,7 +14,7 @@ pub fn validate(log: &LogArgs, path: &Path) -> u8 {
     };
     // Building the graph checks what needs more than one section (TLS
     // files, authenticators) without opening a connection.
-    if let Err(e) = Service::build(loaded.config, Telemetry::new(), None) {
+    if let Err(e) = Service::build_dry(loaded.config, Telemetry::new()) {
         eprintln!("error: {}: {e}", path.display());
         return exit::CONFIG;
     }

@@ -47,9 +47,6 @@ pub fn hint(section: &str, kind: &str) -> Option<&'static str> {
         }
         ("processor", "groupbyattrs" | "group_by_attrs") => "series are not grouped into resources here: nothing to regroup",
         ("processor", "probabilistic_sampler" | "tail_sampling" | "span" | "redaction") => BESIDE,
-        ("exporter", "prometheus") => {
-            "the prometheus (pull) exporter is not built yet: remote-write into Prometheus, or scrape infertel's own /metrics"
-        }
         ("exporter", "file") => "the file exporter is not built yet: the debug exporter prints what flows",
         ("exporter", "logging") => "the logging exporter became debug in the Collector: write debug",
         ("exporter", "loki" | "elasticsearch" | "zipkin" | "jaeger" | "kafka") => BESIDE,
@@ -94,6 +91,7 @@ service:
                 crate::exporters::ExporterConfig::Otlp(_) => "otlp",
                 crate::exporters::ExporterConfig::OtlpHttp(_) => "otlphttp",
                 crate::exporters::ExporterConfig::Debug(_) => "debug",
+                crate::exporters::ExporterConfig::Prometheus(_) => "prometheus",
             })
             .collect();
         assert_eq!(kinds, ["prometheusremotewrite", "otlp", "otlphttp"]);

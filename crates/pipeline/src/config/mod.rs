@@ -807,8 +807,13 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
     }
     // Collector keys whose Collector behaviour infertel does not have.
     for (id, c) in &cfg.exporters.0 {
-        if let crate::exporters::ExporterConfig::PrometheusRemoteWrite(rw) = c {
-            for (key, message) in rw.warnings() {
+        let warnings = match c {
+            crate::exporters::ExporterConfig::PrometheusRemoteWrite(rw) => rw.warnings(),
+            crate::exporters::ExporterConfig::Prometheus(p) => p.warnings(),
+            _ => Vec::new(),
+        };
+        {
+            for (key, message) in warnings {
                 let path = format!("exporters.{id}.{key}");
                 let (line, column) = issues::locate_path(text, &path);
                 v.warnings.push(ConfigIssue { origin: origin.into(), line, column, path, message });

@@ -6,6 +6,7 @@ pub mod otlp;
 pub mod otlphttp;
 pub mod persistent;
 pub mod probe;
+pub mod prometheus;
 pub mod prometheusremotewrite;
 pub mod queue;
 pub mod shared;
@@ -21,17 +22,19 @@ pub enum ExporterConfig {
     Debug(debug::DebugConfig),
     Otlp(otlp::config::OtlpConfig),
     OtlpHttp(otlphttp::config::OtlpHttpConfig),
+    Prometheus(prometheus::config::PrometheusConfig),
 }
 
 impl ComponentKind for ExporterConfig {
     const SECTION: &'static str = "exporter";
-    const KNOWN: &'static [&'static str] = &["prometheusremotewrite", "debug", "otlp", "otlphttp"];
+    const KNOWN: &'static [&'static str] = &["prometheusremotewrite", "debug", "otlp", "otlphttp", "prometheus"];
     fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
         match kind {
             "prometheusremotewrite" => Ok(ExporterConfig::PrometheusRemoteWrite(serde::Deserialize::deserialize(d)?)),
             "debug" => Ok(ExporterConfig::Debug(or_default(d)?)),
             "otlp" => Ok(ExporterConfig::Otlp(serde::Deserialize::deserialize(d)?)),
             "otlphttp" => Ok(ExporterConfig::OtlpHttp(serde::Deserialize::deserialize(d)?)),
+            "prometheus" => Ok(ExporterConfig::Prometheus(serde::Deserialize::deserialize(d)?)),
             other => Err(serde::de::Error::custom(format!("unknown exporter type {other:?}"))),
         }
     }
@@ -44,6 +47,7 @@ impl ExporterConfig {
             ExporterConfig::Debug(_) => Ok(()),
             ExporterConfig::Otlp(c) => c.validate(),
             ExporterConfig::OtlpHttp(c) => c.validate(),
+            ExporterConfig::Prometheus(c) => c.validate(),
         }
     }
 
@@ -54,6 +58,7 @@ impl ExporterConfig {
             ExporterConfig::Debug(_) => None,
             ExporterConfig::Otlp(c) => Some(&c.sending_queue),
             ExporterConfig::OtlpHttp(c) => Some(&c.sending_queue),
+            ExporterConfig::Prometheus(_) => None,
         }
     }
 
@@ -64,6 +69,7 @@ impl ExporterConfig {
             ExporterConfig::Debug(_) => None,
             ExporterConfig::Otlp(c) => c.auth.as_ref().map(|a| a.authenticator.as_str()),
             ExporterConfig::OtlpHttp(c) => c.auth.as_ref().map(|a| a.authenticator.as_str()),
+            ExporterConfig::Prometheus(_) => None,
         }
     }
 }

@@ -291,7 +291,7 @@ impl Live {
     /// Builds the graph `cfg` describes on this one: unchanged components
     /// are taken as they run; nothing is started or stopped yet.
     pub fn prepare(&self, cfg: Config) -> Result<Service, String> {
-        Service::build_on(cfg, self.telemetry.clone(), None, Some(self))
+        Service::build_on(cfg, self.telemetry.clone(), None, Some(self), false)
     }
 
     /// Applies `next` (from [`Live::prepare`]); `cancel` turning true (a

@@ -40,6 +40,8 @@ enum Exporter {
     /// Remote write, OTLP gRPC, OTLP HTTP: the shared sending queue.
     Queued(Arc<dyn QueuedExporter>),
     Debug(Arc<DebugExporter>),
+    /// The `prometheus` pull exporter: serves what reaches it.
+    Pull(Arc<crate::exporters::prometheus::PrometheusExporter>),
 }
 
 impl Exporter {
@@ -49,13 +51,14 @@ impl Exporter {
         match self {
             Exporter::Queued(e) => e.clone().consumer(naming),
             Exporter::Debug(e) => e.clone(),
+            Exporter::Pull(e) => e.clone(),
         }
     }
 
     fn queued(&self) -> Option<&Arc<dyn QueuedExporter>> {
         match self {
             Exporter::Queued(q) => Some(q),
-            Exporter::Debug(_) => None,
+            Exporter::Debug(_) | Exporter::Pull(_) => None,
         }
     }
 }
@@ -139,7 +142,15 @@ impl Service {
     /// Builds every component; `tap`, when given, also receives everything
     /// every receiver emits (used by `infertel demo`).
     pub fn build(cfg: Config, telemetry: Telemetry, tap: Option<Arc<dyn Consumer>>) -> Result<Service, String> {
-        Self::build_on(cfg, telemetry, tap, None)
+        Self::build_on(cfg, telemetry, tap, None, false)
+    }
+
+    /// Builds every component as [`Service::build`] does, for `validate`
+    /// and `check`: nothing is bound or detected (the `prometheus`
+    /// exporter's endpoint, `resourcedetection`'s detectors), so they run
+    /// beside an agent on the same config.
+    pub fn build_dry(cfg: Config, telemetry: Telemetry) -> Result<Service, String> {
+        Self::build_on(cfg, telemetry, None, None, true)
     }
 
     /// Builds the graph `cfg` describes; with `running`, the components
@@ -150,6 +161,7 @@ impl Service {
         telemetry: Telemetry,
         tap: Option<Arc<dyn Consumer>>,
         running: Option<&Live>,
+        dry: bool,
     ) -> Result<Service, String> {
         let extensions: BTreeMap<String, ExtensionConfig> =
             cfg.extensions.0.iter().map(|(id, c)| (id.to_string(), c.clone())).collect();
@@ -230,6 +242,10 @@ impl Service {
                         .map_err(|e| format!("exporter {id}: {e}"))?,
                 ),
                 ExporterConfig::Debug(c) => Exporter::Debug(Arc::new(DebugExporter { id: id.to_string(), cfg: c })),
+                ExporterConfig::Prometheus(c) => Exporter::Pull(
+                    crate::exporters::prometheus::PrometheusExporter::new(id.to_string(), c, &telemetry, !dry)
+                        .map_err(|e| format!("exporter {id}: {e}"))?,
+                ),
             };
             if let (Exporter::Queued(q), Some(s)) = (&e, storage) {
                 q.set_storage(s);
@@ -290,7 +306,7 @@ impl Service {
                                 ProcessorTask::None,
                             ),
                             ProcessorConfig::ResourceDetection(c) => (
-                                c.build(id.to_string(), out, &telemetry).map_err(|e| format!("processor {id}: {e}"))?,
+                                c.build(id.to_string(), out, &telemetry, dry).map_err(|e| format!("processor {id}: {e}"))?,
                                 ProcessorTask::None,
                             ),
                             ProcessorConfig::Filter(c) => (

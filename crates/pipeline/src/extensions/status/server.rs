@@ -139,7 +139,7 @@ impl StatusServer {
                             tracing::error!("status page stopped: {e}");
                         }
                     }
-                    Some(cfg) => serve_tls(l, app, cfg).await,
+                    Some(cfg) => crate::http::serve_tls("status", l, app, cfg).await,
                 }
             };
             tokio::select! {
@@ -147,35 +147,6 @@ impl StatusServer {
                 _ = sample(ctx) => {}
             }
         })
-    }
-}
-
-async fn serve_tls(l: tokio::net::TcpListener, app: axum::Router, cfg: Arc<rustls::ServerConfig>) {
-    let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
-    loop {
-        let (tcp, peer) = match l.accept().await {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!("status: accept: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let (acceptor, app) = (acceptor.clone(), app.clone());
-        tokio::spawn(async move {
-            let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    tracing::debug!("status: TLS handshake with {peer} failed: {e}");
-                    return;
-                }
-                Err(_) => return,
-            };
-            let svc = hyper_util::service::TowerToHyperService::new(app);
-            let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
-                .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
-                .await;
-        });
     }
 }
 

@@ -216,8 +216,10 @@ impl ResourceDetectionConfig {
         id: String,
         next: Arc<dyn Consumer>,
         telemetry: &Telemetry,
+        dry: bool,
     ) -> Result<Arc<ResourceDetection>, String> {
-        let found = block_on(self.detect(&|k| std::env::var(k).ok()))??;
+        // `validate` and `check` do not detect: they touch no network.
+        let found = if dry { Vec::new() } else { block_on(self.detect(&|k| std::env::var(k).ok()))?? };
         tracing::info!(processor = %id, "resource detected: {}", describe(&found));
         let rewrite = Rewrite::new(id.clone(), Scope::Resource, self.actions(&found)?, None, None, next.clone(), telemetry);
         let p = Arc::new(ResourceDetection {
@@ -228,7 +230,8 @@ impl ResourceDetectionConfig {
             found: RwLock::new(found),
             current: RwLock::new(rewrite),
         });
-        if !self.refresh_interval.get().is_zero()
+        if !dry
+            && !self.refresh_interval.get().is_zero()
             && let Ok(rt) = tokio::runtime::Handle::try_current()
         {
             rt.spawn(refresh(Arc::downgrade(&p), self.refresh_interval.get()));

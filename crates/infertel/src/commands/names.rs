@@ -137,7 +137,7 @@ pub async fn names(log: &LogArgs, path: &Path, target: Option<&str>) -> u8 {
             };
             for sc in &scraped {
                 let (mode, rows): (&str, Vec<(String, String, String, Vec<String>)>) = match ec {
-                    ExporterConfig::Otlp(_) | ExporterConfig::OtlpHttp(_) => {
+                    ExporterConfig::Otlp(_) | ExporterConfig::OtlpHttp(_) | ExporterConfig::File(_) => {
                         let trim = match ec {
                             ExporterConfig::Otlp(c) => c.trim_metric_suffixes,
                             ExporterConfig::OtlpHttp(c) => c.trim_metric_suffixes,

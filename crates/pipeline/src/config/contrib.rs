@@ -47,7 +47,6 @@ pub fn hint(section: &str, kind: &str) -> Option<&'static str> {
         }
         ("processor", "groupbyattrs" | "group_by_attrs") => "series are not grouped into resources here: nothing to regroup",
         ("processor", "probabilistic_sampler" | "tail_sampling" | "span" | "redaction") => BESIDE,
-        ("exporter", "file") => "the file exporter is not built yet: the debug exporter prints what flows",
         ("exporter", "logging") => "the logging exporter became debug in the Collector: write debug",
         ("exporter", "loki" | "elasticsearch" | "zipkin" | "jaeger" | "kafka") => BESIDE,
         ("extension", "sigv4auth" | "sigv4_auth") => {
@@ -92,6 +91,7 @@ service:
                 crate::exporters::ExporterConfig::OtlpHttp(_) => "otlphttp",
                 crate::exporters::ExporterConfig::Debug(_) => "debug",
                 crate::exporters::ExporterConfig::Prometheus(_) => "prometheus",
+                crate::exporters::ExporterConfig::File(_) => "file",
             })
             .collect();
         assert_eq!(kinds, ["prometheusremotewrite", "otlp", "otlphttp"]);

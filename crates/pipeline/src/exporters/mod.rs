@@ -2,6 +2,7 @@
 //! key `exporters.<type>` names the folder.
 
 pub mod debug;
+pub mod file;
 pub mod otlp;
 pub mod otlphttp;
 pub mod persistent;
@@ -23,11 +24,12 @@ pub enum ExporterConfig {
     Otlp(otlp::config::OtlpConfig),
     OtlpHttp(otlphttp::config::OtlpHttpConfig),
     Prometheus(prometheus::config::PrometheusConfig),
+    File(file::config::FileConfig),
 }
 
 impl ComponentKind for ExporterConfig {
     const SECTION: &'static str = "exporter";
-    const KNOWN: &'static [&'static str] = &["prometheusremotewrite", "debug", "otlp", "otlphttp", "prometheus"];
+    const KNOWN: &'static [&'static str] = &["prometheusremotewrite", "debug", "otlp", "otlphttp", "prometheus", "file"];
     fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
         match kind {
             "prometheusremotewrite" => Ok(ExporterConfig::PrometheusRemoteWrite(serde::Deserialize::deserialize(d)?)),
@@ -35,6 +37,7 @@ impl ComponentKind for ExporterConfig {
             "otlp" => Ok(ExporterConfig::Otlp(serde::Deserialize::deserialize(d)?)),
             "otlphttp" => Ok(ExporterConfig::OtlpHttp(serde::Deserialize::deserialize(d)?)),
             "prometheus" => Ok(ExporterConfig::Prometheus(serde::Deserialize::deserialize(d)?)),
+            "file" => Ok(ExporterConfig::File(serde::Deserialize::deserialize(d)?)),
             other => Err(serde::de::Error::custom(format!("unknown exporter type {other:?}"))),
         }
     }
@@ -48,6 +51,7 @@ impl ExporterConfig {
             ExporterConfig::Otlp(c) => c.validate(),
             ExporterConfig::OtlpHttp(c) => c.validate(),
             ExporterConfig::Prometheus(c) => c.validate(),
+            ExporterConfig::File(c) => c.validate(),
         }
     }
 
@@ -58,7 +62,7 @@ impl ExporterConfig {
             ExporterConfig::Debug(_) => None,
             ExporterConfig::Otlp(c) => Some(&c.sending_queue),
             ExporterConfig::OtlpHttp(c) => Some(&c.sending_queue),
-            ExporterConfig::Prometheus(_) => None,
+            ExporterConfig::Prometheus(_) | ExporterConfig::File(_) => None,
         }
     }
 
@@ -69,7 +73,7 @@ impl ExporterConfig {
             ExporterConfig::Debug(_) => None,
             ExporterConfig::Otlp(c) => c.auth.as_ref().map(|a| a.authenticator.as_str()),
             ExporterConfig::OtlpHttp(c) => c.auth.as_ref().map(|a| a.authenticator.as_str()),
-            ExporterConfig::Prometheus(_) => None,
+            ExporterConfig::Prometheus(_) | ExporterConfig::File(_) => None,
         }
     }
 }

@@ -522,6 +522,9 @@ impl Live {
                 let _ = s.send(true);
             }
             for e in self.exporters {
+                if let super::Exporter::File(f) = &e.exporter {
+                    f.flush();
+                }
                 if let Some(p) = e.prober {
                     p.abort();
                 }

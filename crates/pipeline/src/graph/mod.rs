@@ -42,6 +42,8 @@ enum Exporter {
     Debug(Arc<DebugExporter>),
     /// The `prometheus` pull exporter: serves what reaches it.
     Pull(Arc<crate::exporters::prometheus::PrometheusExporter>),
+    /// The `file` exporter: OTLP to a file.
+    File(Arc<crate::exporters::file::FileExporter>),
 }
 
 impl Exporter {
@@ -52,13 +54,14 @@ impl Exporter {
             Exporter::Queued(e) => e.clone().consumer(naming),
             Exporter::Debug(e) => e.clone(),
             Exporter::Pull(e) => e.clone(),
+            Exporter::File(e) => e.clone().consumer(naming),
         }
     }
 
     fn queued(&self) -> Option<&Arc<dyn QueuedExporter>> {
         match self {
             Exporter::Queued(q) => Some(q),
-            Exporter::Debug(_) | Exporter::Pull(_) => None,
+            Exporter::Debug(_) | Exporter::Pull(_) | Exporter::File(_) => None,
         }
     }
 }
@@ -242,6 +245,10 @@ impl Service {
                         .map_err(|e| format!("exporter {id}: {e}"))?,
                 ),
                 ExporterConfig::Debug(c) => Exporter::Debug(Arc::new(DebugExporter { id: id.to_string(), cfg: c })),
+                ExporterConfig::File(c) => Exporter::File(
+                    crate::exporters::file::FileExporter::new(id.to_string(), c, &telemetry, !dry)
+                        .map_err(|e| format!("exporter {id}: {e}"))?,
+                ),
                 ExporterConfig::Prometheus(c) => Exporter::Pull(
                     crate::exporters::prometheus::PrometheusExporter::new(id.to_string(), c, &telemetry, !dry)
                         .map_err(|e| format!("exporter {id}: {e}"))?,

@@ -31,7 +31,7 @@ fn pipeline_with(prometheus: &str) -> String {
 fn vllms_example_loads_with_prometheus_default_timeout() {
     let loaded = load_str("vllm.yaml", &pipeline_with(&vllm_example()), &|_| None)
         .unwrap_or_else(|r| panic!("refused: {:?}", r.errors));
-    let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1;
+    let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1 else { panic!("a prometheus receiver") };
     let g = &p.config.global;
     assert_eq!(g.timeout(), std::time::Duration::from_secs(5), "min(10s, 5s)");
     assert_eq!(p.config.scrape_configs[0].timeout(g), std::time::Duration::from_secs(5));
@@ -52,7 +52,7 @@ fn timeouts_default_as_in_prometheus_config_go() {
             format!("global: {g}\nscrape_configs:\n  - job_name: a\n{j}    static_configs: [{{targets: ['h:1']}}]\n");
         let loaded = load_str("c.yaml", &pipeline_with(&prom), &|_| None)
             .unwrap_or_else(|r| panic!("{global} / {job}: {:?}", r.errors));
-        let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1;
+        let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1 else { panic!("a prometheus receiver") };
         let g = &p.config.global;
         assert_eq!(g.timeout().as_secs(), want_global, "{global}");
         assert_eq!(p.config.scrape_configs[0].timeout(g).as_secs(), want_job, "{global} / {job}");
@@ -112,7 +112,7 @@ remote_write:
     );
     let loaded = load_str("prometheus.yaml", &file, &|_| None).unwrap_or_else(|r| panic!("{:?}", r.errors));
     let c = &loaded.config;
-    let ReceiverConfig::Prometheus(p) = &c.receivers.0[0].1;
+    let ReceiverConfig::Prometheus(p) = &c.receivers.0[0].1 else { panic!("a prometheus receiver") };
     assert_eq!(p.config.scrape_configs.len(), 1);
     assert_eq!(p.config.scrape_configs[0].job_name, "vllm");
     let (id, e) = &c.exporters.0[0];
@@ -228,7 +228,7 @@ fn scrape_config_files_join_the_jobs() {
     let path = dir.path().join("prometheus.yml");
     let origin = path.display().to_string();
     let loaded = load_str(&origin, &main, &|_| None).unwrap_or_else(|r| panic!("{:?}", r.errors));
-    let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1;
+    let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1 else { panic!("a prometheus receiver") };
     let names: Vec<&str> = p.config.scrape_configs.iter().map(|s| s.job_name.as_str()).collect();
     assert_eq!(names, ["own", "a", "b", "c"]);
     assert!(
@@ -239,7 +239,7 @@ fn scrape_config_files_join_the_jobs() {
     // Also inside a pipeline config's receiver.
     let pipeline = pipeline_with(&format!("{}scrape_config_files: ['jobs/*.yml']\n", job("own")));
     let loaded = load_str(&origin, &pipeline, &|_| None).unwrap_or_else(|r| panic!("{:?}", r.errors));
-    let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1;
+    let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1 else { panic!("a prometheus receiver") };
     assert_eq!(p.config.scrape_configs.len(), 3);
     // A job name twice, and a file with another section.
     std::fs::write(dir.path().join("jobs/dup.yml"), job("own")).unwrap();
@@ -265,7 +265,7 @@ fn scrape_config_files_join_the_jobs() {
 fn global_keys_load_and_limits_default_to_them() {
     let prom = "global:\n  scrape_interval: 15s\n  sample_limit: 1000\n  target_limit: 50\n  label_limit: 30\n  label_name_length_limit: 100\n  label_value_length_limit: 200\n  body_size_limit: 10MB\n  keep_dropped_targets: 10\n  scrape_protocols: [PrometheusProto, OpenMetricsText1.0.0, PrometheusText0.0.4]\n  query_log_file: /prometheus/query.log\n  external_labels: {cluster: a}\nscrape_configs:\n  - job_name: inherits\n    static_configs: [{targets: ['h:1']}]\n  - job_name: own\n    sample_limit: 5\n    scrape_native_histograms: true\n    scrape_classic_histograms: true\n    fallback_scrape_protocol: PrometheusText0.0.4\n    static_configs: [{targets: ['h:1']}]\n";
     let loaded = load_str("c.yaml", &pipeline_with(prom), &|_| None).unwrap_or_else(|r| panic!("{:?}", r.errors));
-    let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1;
+    let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1 else { panic!("a prometheus receiver") };
     let g = &p.config.global;
     let inherits = p.config.scrape_configs[0].limits(g);
     assert_eq!(
@@ -323,7 +323,7 @@ fn unsupported_discovery_is_named_with_the_way_out() {
 fn yaml_merge_keys_resolve() {
     let prom = "scrape_configs:\n  - &defaults\n    job_name: a\n    scrape_interval: 5s\n    metrics_path: /stats\n    honor_labels: true\n    static_configs: [{targets: ['h:1']}]\n  - <<: *defaults\n    job_name: b\n    metrics_path: /other\n    static_configs: [{targets: ['h:2']}]\nremote_write: [{url: 'http://127.0.0.1:9/api/v1/write'}]\n";
     let loaded = load_str("prometheus.yml", prom, &|_| None).unwrap_or_else(|r| panic!("{:?}", r.errors));
-    let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1;
+    let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1 else { panic!("a prometheus receiver") };
     let b = &p.config.scrape_configs[1];
     assert_eq!(b.job_name, "b");
     assert_eq!(b.metrics_path, "/other", "an explicit key wins over the merged one");
@@ -343,7 +343,7 @@ fn external_labels_expand_the_environment() {
         _ => None,
     };
     let loaded = load_str("p.yml", file, &env).unwrap_or_else(|r| panic!("{:?}", r.errors));
-    let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1;
+    let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1 else { panic!("a prometheus receiver") };
     let l = &p.config.global.external_labels;
     assert_eq!(
         (l["cluster"].as_str(), l["region"].as_str(), l["node"].as_str(), l["none"].as_str()),

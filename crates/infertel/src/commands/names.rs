@@ -97,7 +97,7 @@ pub async fn names(log: &LogArgs, path: &Path, target: Option<&str>) -> u8 {
         Some(t) => sources.push(t.to_string()),
         None => {
             for (_, rc) in &cfg.receivers.0 {
-                let ReceiverConfig::Prometheus(p) = rc;
+                let ReceiverConfig::Prometheus(p) = rc else { continue };
                 for sc in &p.config.scrape_configs {
                     for st in &sc.static_configs {
                         for t in &st.targets {

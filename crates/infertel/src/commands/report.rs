@@ -98,7 +98,7 @@ fn targets_from_config(path: &Path) -> Result<(Vec<Target>, Option<Settings>, Op
     let mut targets = Vec::new();
     let mut interval = None;
     for (_, rc) in &loaded.config.receivers.0 {
-        let ReceiverConfig::Prometheus(p) = rc;
+        let ReceiverConfig::Prometheus(p) = rc else { continue };
         interval.get_or_insert(p.config.global.scrape_interval.get());
         for sc in &p.config.scrape_configs {
             let scheme = if sc.scheme.is_empty() { "http" } else { sc.scheme.as_str() };

@@ -23,7 +23,6 @@ pub fn canonical<'a>(section: &str, kind: &'a str) -> &'a str {
 pub fn hint(section: &str, kind: &str) -> Option<&'static str> {
     const BESIDE: &str = "it handles traces or logs; infertel carries metrics: run a Collector beside it for that";
     Some(match (section, kind) {
-        ("receiver", "otlp") => "the OTLP receiver is not built yet: scrape the service's Prometheus endpoint with the prometheus receiver",
         ("receiver", "hostmetrics" | "host_metrics") => {
             "host metrics: scrape node_exporter (or dcgm-exporter for GPUs) with the prometheus receiver"
         }

@@ -374,7 +374,7 @@ fn load_expanded(
 /// variable becoming empty.
 fn expand_external_labels(config: &mut Config, lookup: &dyn Fn(&str) -> Option<String>) {
     for (_, rc) in config.receivers.0.iter_mut() {
-        let ReceiverConfig::Prometheus(p) = rc;
+        let ReceiverConfig::Prometheus(p) = rc else { continue };
         for v in p.config.global.external_labels.values_mut() {
             if v.contains('$') {
                 *v = expand_bare(v, lookup);
@@ -766,7 +766,7 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
         }
     };
     for (id, c) in &cfg.receivers.0 {
-        let ReceiverConfig::Prometheus(pc) = c;
+        let ReceiverConfig::Prometheus(pc) = c else { continue };
         // Every job's error, each at its job.
         for (path, message) in pc.errors() {
             let path = format!("receivers.{id}.{path}");

@@ -98,11 +98,31 @@ struct ProcessorSlot {
     kept: bool,
 }
 
+/// A built receiver, not yet running.
+enum Receiver {
+    Prometheus(PrometheusReceiver),
+    Otlp(crate::receivers::otlp::OtlpReceiver),
+}
+
+impl Receiver {
+    async fn run(
+        self,
+        next: Arc<dyn Consumer>,
+        telemetry: Telemetry,
+        stop: tokio::sync::watch::Receiver<crate::receivers::prometheus::scrape::Stop>,
+    ) {
+        match self {
+            Receiver::Prometheus(r) => r.run(next, telemetry, stop).await,
+            Receiver::Otlp(r) => r.run(next, telemetry, stop).await,
+        }
+    }
+}
+
 struct ReceiverSlot {
     id: String,
     key: Key,
     /// `None` when the running receiver is kept.
-    receiver: Option<PrometheusReceiver>,
+    receiver: Option<Receiver>,
     output: Arc<Relay>,
     next: Arc<dyn Consumer>,
     backpressure: Backpressure,
@@ -374,7 +394,25 @@ impl Service {
                         output: Relay::new(next.clone()),
                         next,
                         backpressure: r.backpressure.clone(),
-                        receiver: Some(r),
+                        receiver: Some(Receiver::Prometheus(r)),
+                        flags,
+                    });
+                }
+                ReceiverConfig::Otlp(c) => {
+                    // At start the ports are bound now, so one in use stops
+                    // the start; a reload binds when the receiver starts,
+                    // after the one it replaces let go (`dry`: never).
+                    let bind_now = running.is_none() && !dry;
+                    let mut r = crate::receivers::otlp::OtlpReceiver::new(id.to_string(), c, bind_now)
+                        .map_err(|e| format!("receiver {id}: {e}"))?;
+                    r.backpressure = Backpressure::new(flags.clone());
+                    receivers.push(ReceiverSlot {
+                        id: id.to_string(),
+                        key,
+                        output: Relay::new(next.clone()),
+                        next,
+                        backpressure: r.backpressure.clone(),
+                        receiver: Some(Receiver::Otlp(r)),
                         flags,
                     });
                 }

@@ -350,6 +350,8 @@ service:
         "www.google.com:443",
         "clients2.google.com/time/",
         "content-autofill.googleapis.com:443",
+        // Its updater, which newer builds run despite --disable-component-update.
+        "update.googleapis.com",
     ];
     let left: Vec<String> =
         proxied.lock().unwrap().iter().filter(|r| !own.iter().any(|o| r.contains(o))).cloned().collect();

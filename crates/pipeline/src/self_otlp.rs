@@ -36,6 +36,71 @@ use std::time::Duration as StdDuration;
 #[serde(deny_unknown_fields)]
 pub struct MetricReaderConfig {
     pub periodic: Option<PeriodicReaderConfig>,
+    pub pull: Option<PullReaderConfig>,
+}
+
+/// `pull:` the Collector's shape for serving its own metrics to a scraper:
+/// `pull: {exporter: {prometheus: {host, port}}}` is where infertel serves
+/// its `/metrics` (the same endpoint as `service.telemetry.metrics.address`).
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct PullReaderConfig {
+    pub exporter: PullExporterConfig,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct PullExporterConfig {
+    pub prometheus: Option<PrometheusPullConfig>,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct PrometheusPullConfig {
+    /// Default `localhost`.
+    #[serde(default = "localhost")]
+    pub host: String,
+    pub port: u16,
+    /// The Collector's naming switches for its own metrics: accepted;
+    /// infertel's own names have no scope, type or unit suffixes to drop.
+    #[serde(default)]
+    pub without_scope_info: bool,
+    #[serde(default)]
+    pub without_type_suffix: bool,
+    #[serde(default)]
+    pub without_units: bool,
+    /// Accepted; the resource is served as `target_info`.
+    #[serde(default)]
+    pub with_resource_constant_labels: Option<ResourceConstantLabels>,
+}
+
+#[derive(Debug, Deserialize, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceConstantLabels {
+    #[serde(default)]
+    pub included: Vec<String>,
+    #[serde(default)]
+    pub excluded: Vec<String>,
+}
+
+fn localhost() -> String {
+    "localhost".into()
+}
+
+impl PrometheusPullConfig {
+    /// `host:port`, bracketing an IPv6 host.
+    pub fn endpoint(&self) -> String {
+        if self.host.contains(':') && !self.host.starts_with('[') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// The address the pull reader (if any) serves on.
+pub fn pull_endpoint(readers: &[MetricReaderConfig]) -> Option<String> {
+    readers.iter().find_map(|r| r.pull.as_ref()?.exporter.prometheus.as_ref().map(|p| p.endpoint()))
 }
 
 /// `periodic:` a push reader.
@@ -142,8 +207,20 @@ fn ms_or_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error>
 pub fn validate(readers: &[MetricReaderConfig]) -> Result<(), String> {
     for (i, r) in readers.iter().enumerate() {
         let at = format!("service.telemetry.metrics.readers[{i}]");
+        if let Some(pull) = &r.pull {
+            if r.periodic.is_some() {
+                return Err(format!("{at}: a reader is periodic or pull, not both"));
+            }
+            if pull.exporter.prometheus.is_none() {
+                return Err(format!("{at}.pull.exporter: needs prometheus (host, port)"));
+            }
+            if readers[..i].iter().any(|o| o.pull.is_some()) {
+                return Err(format!("{at}: infertel serves its own metrics on one endpoint: one pull reader"));
+            }
+            continue;
+        }
         let Some(p) = &r.periodic else {
-            return Err(format!("{at}: needs a periodic reader (pull readers: use service.telemetry.metrics.address)"));
+            return Err(format!("{at}: needs a periodic or a pull reader"));
         };
         if p.interval.get().is_zero() {
             return Err(format!("{at}.periodic.interval must be positive"));
@@ -249,14 +326,17 @@ impl SelfOtlp {
     /// Builds the meter provider with one periodic reader per entry and
     /// bridges `telemetry` into it.
     /// Must run inside the tokio runtime. `None` when there are no readers.
-    pub fn start(readers: &[MetricReaderConfig], telemetry: &crate::Telemetry) -> Result<Option<SelfOtlp>, String> {
+    pub fn start(
+        readers: &[MetricReaderConfig],
+        resource_attrs: &[(String, String)],
+        telemetry: &crate::Telemetry,
+    ) -> Result<Option<SelfOtlp>, String> {
         validate(readers)?;
-        if readers.is_empty() {
+        if !readers.iter().any(|r| r.periodic.is_some()) {
             return Ok(None);
         }
-        let resource = Resource::builder()
-            .with_service_name("infertel")
-            .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+        let resource = Resource::builder_empty()
+            .with_attributes(resource_attrs.iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())))
             .build();
         // One provider with every reader (as the Collector does): one bridge,
         // so each registry histogram feeds one SDK histogram that all

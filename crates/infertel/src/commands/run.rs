@@ -23,6 +23,14 @@ pub async fn run(log: &LogArgs, path: &Path, watch_config: bool) -> u8 {
     crate::logging::init(log, &logs.level, logs.encoding == "json");
     let telemetry = Telemetry::new();
     let readers = loaded.config.service.telemetry.metrics.readers.clone();
+    let resource = loaded.config.service.telemetry.resource();
+    // The agent's resource, as the Collector serves its own: `target_info`.
+    let labels: Vec<(String, String)> = resource
+        .iter()
+        .map(|(k, v)| (k.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect(), v.clone()))
+        .collect();
+    let refs: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    telemetry.gauge("target_info", "Target metadata", &refs).set(1.0);
     let mut service = match Service::build(loaded.config, telemetry.clone(), None) {
         Ok(s) => s,
         Err(e) => {
@@ -58,7 +66,7 @@ pub async fn run(log: &LogArgs, path: &Path, watch_config: bool) -> u8 {
     }
     // service.telemetry.metrics.readers: the same self-metrics pushed over
     // OTLP; set up once, kept across reloads, flushed on exit.
-    let self_otlp = match infertel_pipeline::self_otlp::SelfOtlp::start(&readers, &telemetry) {
+    let self_otlp = match infertel_pipeline::self_otlp::SelfOtlp::start(&readers, &resource, &telemetry) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {}: {e}", path.display());

@@ -81,17 +81,35 @@ fn expand_line(
                 && !name.as_bytes()[0].is_ascii_digit()
                 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
             if valid && (inner.starts_with("env:") || !inner.contains(':')) {
-                match (lookup(name), default) {
-                    (Some(v), None) => out.push_str(&v),
-                    (Some(v), Some(d)) => out.push_str(if v.is_empty() { d } else { &v }),
-                    (None, Some(d)) => out.push_str(d),
-                    (None, None) => warnings.push(ConfigIssue {
-                        origin: origin.into(),
-                        line: Some(line),
-                        column: Some(col),
-                        path: String::new(),
-                        message: format!("environment variable {name} is not set; ${{{inner}}} expands to \"\""),
-                    }),
+                let value = match (lookup(name), default) {
+                    (Some(v), None) => v,
+                    (Some(v), Some(d)) => if v.is_empty() { d.to_string() } else { v },
+                    (None, Some(d)) => d.to_string(),
+                    (None, None) => {
+                        warnings.push(ConfigIssue {
+                            origin: origin.into(),
+                            line: Some(line),
+                            column: Some(col),
+                            path: String::new(),
+                            message: format!("environment variable {name} is not set; ${{{inner}}} expands to \"\""),
+                        });
+                        String::new()
+                    }
+                };
+                // The Collector expands values after parsing, so a reference
+                // that is a whole plain scalar and expands to nothing is the
+                // empty string, not YAML's null.
+                let before = out.trim_end_matches([' ', '\t']);
+                let after = tail[end + 1..].trim_start_matches([' ', '\t']);
+                let dash_item = before
+                    .strip_suffix('-')
+                    .is_some_and(|b| b.is_empty() || b.ends_with([' ', '\t', '\n']));
+                let whole = (before.ends_with([':', '[', ',', '{']) || dash_item)
+                    && (after.is_empty() || after.starts_with(['\n', '\r', ',', '}', ']', '#']));
+                if value.is_empty() && whole {
+                    out.push_str("\"\"");
+                } else {
+                    out.push_str(&value);
                 }
                 col += end + 1;
                 rest = &tail[end + 1..];
@@ -114,6 +132,16 @@ fn is_replacement_line(line: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `cluster: ${env:UNSET}` is `cluster: ""` (a string), as the
+    /// Collector reads it; inside a longer scalar nothing is added.
+    #[test]
+    fn an_empty_whole_value_is_the_empty_string() {
+        let env = |k: &str| (k == "EMPTY").then(String::new);
+        let (s, w) = expand("f", "a: ${env:UNSET}\nb: [${EMPTY}, x]\nc: pre-${env:UNSET}-post\nd: {k: ${UNSET}}\ne: x-${UNSET}\n  - ${UNSET}\n", &env);
+        assert_eq!(s, "a: \"\"\nb: [\"\", x]\nc: pre--post\nd: {k: \"\"}\ne: x-\n  - \"\"\n");
+        assert_eq!(w.len(), 5);
+    }
 
     /// Prometheus leaves a replacement's `${name}`, `${1}` and `$$` alone;
     /// so does the expansion (only `${env:...}` expands there).

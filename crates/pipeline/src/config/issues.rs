@@ -182,8 +182,22 @@ pub fn every_error(origin: &str, text: &str, root: &Value) -> Vec<ConfigIssue> {
     ] {
         let Some(components) = top.get(section).and_then(Value::as_mapping) else { continue };
         for (id, body) in components {
-            let Some(e) = check(one(id, body)) else { continue };
             let name = id.as_str().unwrap_or("");
+            if section == "processors"
+                && let Ok(c) = serde_yaml::from_value::<Components<ProcessorConfig>>(one(id, body))
+            {
+                // It reads: what its checks say (at their key), as a whole
+                // config's validation would.
+                for (_, pc) in &c.0 {
+                    if let Err((key, message)) = pc.check() {
+                        let path = if key.is_empty() { format!("processors.{name}") } else { format!("processors.{name}.{key}") };
+                        let (line, column) = locate_path(text, &path);
+                        out.push(ConfigIssue { origin: origin.into(), line, column, path, message });
+                    }
+                }
+                continue;
+            }
+            let Some(e) = check(one(id, body)) else { continue };
             let path = format!("{section}.{name}");
             let jobs = if section == "receivers" { prometheus_jobs(origin, text, &path, body) } else { Vec::new() };
             if jobs.is_empty() {

@@ -181,6 +181,33 @@ pub struct PipelineConfig {
 pub struct TelemetryConfig {
     pub metrics: TelemetryMetricsConfig,
     pub logs: TelemetryLogsConfig,
+    /// The agent's own resource (the Collector's `service.telemetry.resource`):
+    /// added to `service.name: infertel` and `service.version`; a key set
+    /// to null is removed. Served as `target_info` on the self-metrics
+    /// endpoint and sent with the OTLP readers' metrics.
+    pub resource: BTreeMap<String, Option<String>>,
+}
+
+impl TelemetryConfig {
+    /// The resource attributes, defaults first.
+    pub fn resource(&self) -> Vec<(String, String)> {
+        let mut out: BTreeMap<String, String> = [
+            ("service.name".to_string(), "infertel".to_string()),
+            ("service.version".to_string(), env!("CARGO_PKG_VERSION").to_string()),
+        ]
+        .into();
+        for (k, v) in &self.resource {
+            match v {
+                Some(v) => {
+                    out.insert(k.clone(), v.clone());
+                }
+                None => {
+                    out.remove(k);
+                }
+            }
+        }
+        out.into_iter().collect()
+    }
 }
 
 #[derive(Debug, Deserialize, Clone)]
@@ -201,8 +228,18 @@ impl Default for TelemetryMetricsConfig {
 }
 
 impl TelemetryMetricsConfig {
+    /// Where the self-metrics are served: a `pull` reader's `host:port`
+    /// (the Collector's shape) when there is one, else `address`.
     pub fn socket_addr(&self) -> Result<Option<SocketAddr>, String> {
-        if self.address.is_empty() || self.level == "none" {
+        if self.level == "none" {
+            return Ok(None);
+        }
+        if let Some(e) = crate::self_otlp::pull_endpoint(&self.readers) {
+            return listen_addr(&e)
+                .map(Some)
+                .map_err(|err| format!("service.telemetry.metrics.readers pull.exporter.prometheus {err}"));
+        }
+        if self.address.is_empty() {
             return Ok(None);
         }
         listen_addr(&self.address).map(Some).map_err(|e| format!("service.telemetry.metrics.address {e}"))
@@ -772,6 +809,11 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
             let path = format!("receivers.{id}.{path}");
             let (line, column) = issues::locate_path(text, &path);
             job_errors.push(ConfigIssue { origin: origin.into(), line, column, path, message });
+        }
+        for (key, message) in pc.receiver_warnings() {
+            let path = format!("receivers.{id}.{key}");
+            let (line, column) = issues::locate_path(text, &path);
+            v.warnings.push(ConfigIssue { origin: origin.into(), line, column, path, message });
         }
         for (key, message) in pc.warnings() {
             // A job's key is looked for after its job_name line.

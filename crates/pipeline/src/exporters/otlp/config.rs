@@ -67,6 +67,34 @@ pub struct OtlpConfig {
     /// large is split in halves down to one data point.
     #[serde(default = "crate::exporters::otlp::config::default_max_request_bytes")]
     pub max_request_bytes: crate::config::ByteSize,
+    /// The Collector's gRPC client settings (`configgrpc`): accepted so
+    /// pasted configs load. One endpoint is one HTTP/2 connection here, so
+    /// `balancer_name` has nothing to balance; the others tune sockets and
+    /// keepalive tonic sets itself.
+    #[serde(default)]
+    pub balancer_name: Option<String>,
+    #[serde(default)]
+    pub authority: Option<String>,
+    #[serde(default)]
+    pub wait_for_ready: bool,
+    #[serde(default)]
+    pub read_buffer_size: Option<u64>,
+    #[serde(default)]
+    pub write_buffer_size: Option<u64>,
+    #[serde(default)]
+    pub keepalive: Option<ClientKeepalive>,
+}
+
+/// `keepalive` of the Collector's gRPC client: accepted.
+#[derive(Debug, Deserialize, Clone, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClientKeepalive {
+    #[serde(default)]
+    pub time: Option<Duration>,
+    #[serde(default)]
+    pub timeout: Option<Duration>,
+    #[serde(default)]
+    pub permit_without_stream: bool,
 }
 
 pub fn default_timeout() -> Duration {

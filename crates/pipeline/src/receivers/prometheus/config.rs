@@ -14,6 +14,62 @@ use std::path::PathBuf;
 pub struct PrometheusConfig {
     #[serde(default)]
     pub config: PromConfig,
+    /// The Collector receiver's keys beside `config`.
+    /// `trim_metric_suffixes`: the Collector strips `_total` and unit
+    /// suffixes when it converts to OTLP; here names stay as scraped (the
+    /// OTLP exporters have their own `trim_metric_suffixes`). Warned about.
+    #[serde(default)]
+    pub trim_metric_suffixes: bool,
+    /// Also report `scrape_timeout_seconds`, `scrape_sample_limit` and
+    /// `scrape_body_size_bytes` per target, as Prometheus'
+    /// `--enable-feature=extra-scrape-metrics`.
+    #[serde(default)]
+    pub report_extra_scrape_metrics: bool,
+    /// The Collector's start time from `process_start_time_seconds`:
+    /// accepted and warned about (start times come from each stream's
+    /// first sample or its `_created` series).
+    #[serde(default)]
+    pub use_start_time_metric: bool,
+    #[serde(default)]
+    pub start_time_metric_regex: Option<String>,
+    /// The Collector's Prometheus API server: accepted and warned about;
+    /// the `status` extension serves `/api/v1/targets` and the config here.
+    #[serde(default)]
+    pub api_server: Option<ApiServer>,
+}
+
+#[derive(Debug, Deserialize, Default, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ApiServer {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default)]
+    pub server_config: Option<ApiServerConfig>,
+}
+
+#[derive(Debug, Deserialize, Default, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ApiServerConfig {
+    #[serde(default)]
+    pub endpoint: String,
+}
+
+impl PrometheusConfig {
+    /// The receiver-level keys whose Collector behaviour infertel does not
+    /// have: `(key, why)`.
+    pub fn receiver_warnings(&self) -> Vec<(&'static str, String)> {
+        let mut w = Vec::new();
+        if self.trim_metric_suffixes {
+            w.push(("trim_metric_suffixes", "names stay as scraped here; set trim_metric_suffixes on the otlp/otlphttp exporter to trim them on the way out".to_string()));
+        }
+        if self.use_start_time_metric || self.start_time_metric_regex.is_some() {
+            w.push(("use_start_time_metric", "start times come from each stream's first sample or its _created series here, not from process_start_time_seconds".to_string()));
+        }
+        if self.api_server.as_ref().is_some_and(|a| a.enabled) {
+            w.push(("api_server", "not served by the receiver; the status extension serves /api/v1/targets, /api/v1/status/config and the status page".to_string()));
+        }
+        w
+    }
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -62,13 +62,18 @@ impl Handover {
 /// scrape and its report series (`up`, `scrape_duration_seconds`, ...).
 pub fn end_of_target(cache: &mut SeriesCache, target_labels: &Labels, external: &[Label], ts: i64) -> Batch {
     let mut series = cache.stale_all(ts);
+    let extra: &[&str] =
+        if cache.extra_report { &["scrape_timeout_seconds", "scrape_sample_limit", "scrape_body_size_bytes"] } else { &[] };
     for name in [
         "up",
         "scrape_duration_seconds",
         "scrape_samples_scraped",
         "scrape_samples_post_metric_relabeling",
         "scrape_series_added",
-    ] {
+    ]
+    .iter()
+    .chain(extra)
+    {
         series.push(Series {
             labels: report_labels(name, target_labels, external),
             samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }],

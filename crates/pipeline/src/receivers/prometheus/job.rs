@@ -146,6 +146,9 @@ pub struct JobSettings {
     pub label_name_length_limit: u64,
     pub label_value_length_limit: u64,
     pub body_size_limit: u64,
+    /// The receiver's `report_extra_scrape_metrics`: Prometheus'
+    /// `extra-scrape-metrics` report series.
+    pub extra_scrape_metrics: bool,
     /// The Accept header from `scrape_protocols`; `None`: [`ACCEPT_HEADER`].
     pub accept: Option<String>,
     /// `enable_compression`: ask for gzip.
@@ -182,6 +185,7 @@ impl JobSettings {
             label_name_length_limit: 0,
             label_value_length_limit: 0,
             body_size_limit: 0,
+            extra_scrape_metrics: false,
             accept: None,
             compression: true,
             headers: Vec::new(),

@@ -63,6 +63,7 @@ fn job_settings(
         label_name_length_limit: limits.label_name_length,
         label_value_length_limit: limits.label_value_length,
         body_size_limit: limits.body_size,
+        extra_scrape_metrics: false,
         accept: sc.accept(g),
         compression: sc.enable_compression,
         headers: sc.http_headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
@@ -93,11 +94,12 @@ impl PrometheusReceiver {
         let gone = self.handover.unclaimed(&self.id, |job| jobs_now.iter().any(|j| j == job));
         handover::end_unclaimed(gone, next.as_ref(), super::scrape::now_ms()).await;
         let mut jobs = Vec::new();
+        let extra = self.config.report_extra_scrape_metrics;
         for sc in self.config.config.scrape_configs {
             let (id, g, next, telemetry, stop) =
                 (self.id.clone(), g.clone(), next.clone(), telemetry.clone(), stop.clone());
             let (bp, ho) = (self.backpressure.clone(), self.handover.clone());
-            jobs.push(tokio::spawn(async move { run_job(id, sc, g, next, bp, ho, telemetry, stop).await }));
+            jobs.push(tokio::spawn(async move { run_job(id, sc, g, extra, next, bp, ho, telemetry, stop).await }));
         }
         for j in jobs {
             let _ = j.await;
@@ -115,6 +117,7 @@ async fn run_job(
     receiver: String,
     sc: ScrapeConfig,
     g: Arc<GlobalConfig>,
+    extra_scrape_metrics: bool,
     next: Arc<dyn Consumer>,
     backpressure: Backpressure,
     handover: Arc<Handover>,
@@ -122,7 +125,7 @@ async fn run_job(
     mut stop: watch::Receiver<Stop>,
 ) {
     let job = match job_settings(&receiver, &sc, &g, telemetry.status().clone()) {
-        Ok(j) => Arc::new(j),
+        Ok(j) => Arc::new(JobSettings { extra_scrape_metrics, ..j }),
         Err(e) => {
             tracing::error!(receiver = %receiver, job = %sc.job_name, "cannot start job: {e}");
             return;

@@ -349,13 +349,26 @@ impl ScrapeLoop {
             failure.as_ref().map(|(r, msg)| (*r, msg.as_str())),
             [stats.scraped, stats.post_relabel, stats.series_added],
         );
-        let report = [
+        let mut report = vec![
             ("up", up),
             ("scrape_duration_seconds", duration),
             ("scrape_samples_scraped", stats.scraped as f64),
             ("scrape_samples_post_metric_relabeling", stats.post_relabel as f64),
             ("scrape_series_added", stats.series_added as f64),
         ];
+        if self.job.extra_scrape_metrics {
+            // Prometheus' extra-scrape-metrics: the body size of a success,
+            // -1 when the body size limit failed the scrape, 0 otherwise.
+            let body = match &failure {
+                None => buf.len() as f64,
+                Some(("body_size_limit", _)) => -1.0,
+                Some(_) => 0.0,
+            };
+            report.push(("scrape_timeout_seconds", self.target.timeout.as_secs_f64()));
+            report.push(("scrape_sample_limit", self.job.sample_limit as f64));
+            report.push(("scrape_body_size_bytes", body));
+            cache.extra_report = true;
+        }
         for (name, v) in report {
             series.push(Series {
                 labels: report_labels(name, &self.target.labels, &self.job.external_labels),

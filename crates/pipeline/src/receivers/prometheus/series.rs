@@ -77,6 +77,9 @@ pub struct SeriesCache {
     scrape_id: u64,
     pub(super) last_metadata: Option<Instant>,
     pub(super) warned_duplicates: bool,
+    /// The target's report includes Prometheus' extra scrape metrics, so
+    /// its end marks them stale too.
+    pub(super) extra_report: bool,
     /// When the scrape in progress times out: parsing counts against the
     /// scrape timeout, so a hostile body fails it instead of holding a
     /// worker past it.

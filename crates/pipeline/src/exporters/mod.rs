@@ -66,6 +66,15 @@ impl ExporterConfig {
         }
     }
 
+    /// The on-disk queue a key of the exporter itself asks for (the
+    /// Collector's `wal`), when no `file_storage` is named.
+    pub fn own_storage(&self) -> Option<persistent::Storage> {
+        match self {
+            ExporterConfig::PrometheusRemoteWrite(c) => c.wal.as_ref().map(|w| w.storage()),
+            _ => None,
+        }
+    }
+
     /// The `auth.authenticator` extension id, when the exporter uses one.
     pub fn authenticator(&self) -> Option<&str> {
         match self {

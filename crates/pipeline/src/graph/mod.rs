@@ -232,7 +232,7 @@ impl Service {
                 Some(s) => Some(extensions.get(s).and_then(|e| e.storage()).ok_or_else(|| {
                     format!("exporter {id}: sending_queue.storage {s:?} is not a file_storage extension")
                 })?),
-                None => None,
+                None => ec.own_storage(),
             };
             let auth = match ec.authenticator() {
                 Some(a) => Some(

@@ -72,6 +72,36 @@ pub struct RemoteWriteConfig {
     /// The Collector's request concurrency within one batch; here requests
     /// are sent by `sending_queue.num_consumers` consumers.
     pub max_batch_request_parallelism: Option<usize>,
+    /// The Collector's write-ahead log: here the persistent sending queue in
+    /// `wal.directory` (as `sending_queue.storage` with a `file_storage`
+    /// there would be), which survives restarts and outages the same way.
+    pub wal: Option<WalConfig>,
+}
+
+/// `wal`, mapped onto the persistent queue.
+#[derive(Debug, Deserialize, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WalConfig {
+    /// Where the queue lives; required.
+    pub directory: std::path::PathBuf,
+    /// The Collector reads this many WAL entries per batch; accepted (the
+    /// queue replays oldest first in deliveries of at most 20,000 samples).
+    pub buffer_size: Option<u64>,
+    /// The Collector truncates its WAL this often; accepted (the queue drops
+    /// what the backend acknowledged as it goes).
+    pub truncate_frequency: Option<Duration>,
+}
+
+impl WalConfig {
+    /// The queue storage it stands for: 1 GiB per exporter (the
+    /// `file_storage` default), fsync once a second.
+    pub fn storage(&self) -> crate::exporters::persistent::Storage {
+        crate::exporters::persistent::Storage {
+            directory: self.directory.clone(),
+            max_bytes: 1 << 30,
+            fsync: crate::exporters::persistent::Fsync::Interval,
+        }
+    }
 }
 
 /// `{enabled: bool}`, as the Collector writes its switches.
@@ -144,6 +174,14 @@ impl RemoteWriteConfig {
     }
 
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(w) = &self.wal {
+            if w.directory.as_os_str().is_empty() {
+                return Err("wal.directory: required (where the persistent queue lives)".into());
+            }
+            if self.sending_queue.storage.is_some() {
+                return Err("wal and sending_queue.storage both put the queue on disk: keep one".into());
+            }
+        }
         if !self.namespace.is_empty() && !infertel_relabel::is_valid_label_name(&self.namespace) {
             return Err(format!(
                 "namespace {:?}: must be a valid metric name prefix ([a-zA-Z_][a-zA-Z0-9_]*)",

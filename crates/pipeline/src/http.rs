@@ -410,3 +410,12 @@ pub async fn serve_tls(
         });
     }
 }
+
+/// A server's `tls` (the agent's own servers: the status page, the
+/// prometheus exporter, the otlp receiver): a PEM certificate chain and key.
+#[derive(Debug, serde::Deserialize, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ServerTls {
+    pub cert_file: std::path::PathBuf,
+    pub key_file: std::path::PathBuf,
+}

@@ -382,21 +382,14 @@ impl Service {
                 });
                 continue;
             }
-            match rc {
+            let backpressure = Backpressure::new(flags.clone());
+            let receiver = match rc {
                 ReceiverConfig::Prometheus(c) => {
                     let mut r =
                         PrometheusReceiver::new(id.to_string(), c).map_err(|e| format!("receiver {id}: {e}"))?;
-                    r.backpressure = Backpressure::new(flags.clone());
+                    r.backpressure = backpressure.clone();
                     r.handover = handover.clone();
-                    receivers.push(ReceiverSlot {
-                        id: id.to_string(),
-                        key,
-                        output: Relay::new(next.clone()),
-                        next,
-                        backpressure: r.backpressure.clone(),
-                        receiver: Some(Receiver::Prometheus(r)),
-                        flags,
-                    });
+                    Receiver::Prometheus(r)
                 }
                 ReceiverConfig::Otlp(c) => {
                     // At start the ports are bound now, so one in use stops
@@ -405,18 +398,19 @@ impl Service {
                     let bind_now = running.is_none() && !dry;
                     let mut r = crate::receivers::otlp::OtlpReceiver::new(id.to_string(), c, bind_now)
                         .map_err(|e| format!("receiver {id}: {e}"))?;
-                    r.backpressure = Backpressure::new(flags.clone());
-                    receivers.push(ReceiverSlot {
-                        id: id.to_string(),
-                        key,
-                        output: Relay::new(next.clone()),
-                        next,
-                        backpressure: r.backpressure.clone(),
-                        receiver: Some(Receiver::Otlp(r)),
-                        flags,
-                    });
+                    r.backpressure = backpressure.clone();
+                    Receiver::Otlp(r)
                 }
-            }
+            };
+            receivers.push(ReceiverSlot {
+                id: id.to_string(),
+                key,
+                output: Relay::new(next.clone()),
+                next,
+                backpressure,
+                receiver: Some(receiver),
+                flags,
+            });
         }
         let metrics_addr = cfg.service.telemetry.metrics.socket_addr()?;
         let shutdown_timeout = cfg.service.shutdown_timeout();

@@ -377,3 +377,22 @@ service:
     let len = errors.iter().find(|e| e.path.ends_with("datapoint[1]")).map(|e| e.message.clone()).unwrap_or_default();
     assert!(len.contains("\"Len\" is not supported") && len.contains("IsMatch"), "{len}");
 }
+
+/// resourcedetection: what a refresh detects replaces the resource on the
+/// series that follow (here the detected set is given directly: detection
+/// itself is tested in its detectors and end to end).
+#[test]
+fn a_refreshed_resource_applies_to_the_next_batches() {
+    let cfg = super::resourcedetection::ResourceDetectionConfig::default();
+    let out = Arc::new(Capture::default());
+    let p = cfg.build("resourcedetection".into(), out.clone(), &Telemetry::new(), true).unwrap();
+    let batch = || Batch { series: vec![series(&[("__name__", "x"), ("job", "vllm"), ("instance", "h:1")], 1.0)], metadata: vec![] };
+    run(p.as_ref(), batch());
+    assert_eq!(out.last().series[0].labels.get("host_name"), None, "a dry build detects nothing");
+    p.replace(vec![("host.name".into(), "gpu-1".into())]);
+    run(p.as_ref(), batch());
+    assert_eq!(out.last().series[0].labels.get("host_name"), Some("gpu-1"));
+    p.replace(vec![("host.name".into(), "gpu-2".into())]);
+    run(p.as_ref(), batch());
+    assert_eq!(out.last().series[0].labels.get("host_name"), Some("gpu-2"));
+}

@@ -113,7 +113,7 @@ impl Consumer for PrometheusExporter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::extensions::status::ServerTls;
+    use crate::http::ServerTls;
     use infertel_model::{Labels, Sample, Series};
 
     fn testdata(f: &str) -> std::path::PathBuf {

@@ -19,14 +19,8 @@ pub mod server;
 
 use serde::Deserialize;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
-#[derive(Debug, Deserialize, Clone, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct ServerTls {
-    pub cert_file: PathBuf,
-    pub key_file: PathBuf,
-}
+pub use crate::http::ServerTls;
 
 #[derive(Debug, Deserialize, Clone, PartialEq)]
 #[serde(deny_unknown_fields)]

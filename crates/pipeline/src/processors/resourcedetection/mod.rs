@@ -290,7 +290,7 @@ pub struct ResourceDetection {
 }
 
 impl ResourceDetection {
-    fn replace(&self, found: Detected) {
+    pub(crate) fn replace(&self, found: Detected) {
         if *self.found.read().unwrap_or_else(|p| p.into_inner()) == found {
             return;
         }

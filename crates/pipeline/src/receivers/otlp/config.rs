@@ -4,7 +4,7 @@
 //! named as Prometheus names them.
 
 use crate::config::Duration;
-use crate::extensions::status::ServerTls;
+use crate::http::ServerTls;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize, Clone, PartialEq, Default)]

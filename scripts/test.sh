@@ -33,11 +33,13 @@ echo "== victoria-metrics: $(victoria-metrics -version 2>&1 | head -n1)"
 
 # The independent OTLP receiver (tests/otlp_receiver.py) and file reader run on the
 # official opentelemetry-proto package, the otlp receiver test on the official
-# OpenTelemetry Python SDK and its OTLP exporters; versions checked to install here.
+# OpenTelemetry Python SDK and its OTLP exporters, the SigV4 check on botocore;
+# versions checked to install here.
 echo "== python packages for the OTLP receiver"
 python3 -m pip install --quiet --disable-pip-version-check \
   opentelemetry-proto==1.45.2 protobuf==7.36.2 grpcio==1.85.3 grpcio-status==1.85.3 \
   googleapis-common-protos==1.76.0 zstandard==0.25.0 \
-  opentelemetry-sdk==1.45.2 opentelemetry-exporter-otlp-proto-grpc==1.45.2 opentelemetry-exporter-otlp-proto-http==1.45.2
+  opentelemetry-sdk==1.45.2 opentelemetry-exporter-otlp-proto-grpc==1.45.2 opentelemetry-exporter-otlp-proto-http==1.45.2 \
+  botocore==1.43.11
 
 cargo test --workspace --locked --no-fail-fast "$@"

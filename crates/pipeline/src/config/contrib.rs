@@ -11,6 +11,7 @@ pub const ALIASES: &[(&str, &str, &str)] = &[
     ("exporter", "otlp_grpc", "otlp"),
     ("exporter", "otlp_http", "otlphttp"),
     ("processor", "resource_detection", "resourcedetection"),
+    ("extension", "sigv4_auth", "sigv4auth"),
 ];
 
 /// The type `kind` stands for in `section` (itself when it is no alias).
@@ -48,9 +49,6 @@ pub fn hint(section: &str, kind: &str) -> Option<&'static str> {
         ("processor", "probabilistic_sampler" | "tail_sampling" | "span" | "redaction") => BESIDE,
         ("exporter", "logging") => "the logging exporter became debug in the Collector: write debug",
         ("exporter", "loki" | "elasticsearch" | "zipkin" | "jaeger" | "kafka") => BESIDE,
-        ("extension", "sigv4auth" | "sigv4_auth") => {
-            "the sigv4auth extension is not built yet: for Amazon Managed Prometheus, front it with a SigV4 proxy and use basicauth or no auth"
-        }
         ("extension", "pprof") => "the pprof extension is not built yet",
         ("extension", "oauth2client" | "oauth2_client" | "headers_setter" | "headerssetter") => {
             "set fixed credentials with bearertokenauth (token or filename, re-read on change) or exporter headers"

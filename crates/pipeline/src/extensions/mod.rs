@@ -6,6 +6,7 @@
 //! keeps their queue on disk.
 
 pub mod health_check;
+pub mod sigv4auth;
 pub mod status;
 
 use crate::config::{ComponentKind, or_default};
@@ -118,12 +119,13 @@ pub enum ExtensionConfig {
     FileStorage(FileStorageConfig),
     /// `status` or, with the Collector's name, `zpages` (`true`).
     Status(status::StatusConfig, bool),
+    SigV4Auth(sigv4auth::SigV4Config),
 }
 
 impl ComponentKind for ExtensionConfig {
     const SECTION: &'static str = "extension";
     const KNOWN: &'static [&'static str] =
-        &["basicauth", "bearertokenauth", "file_storage", "health_check", "status", "zpages"];
+        &["basicauth", "bearertokenauth", "file_storage", "health_check", "sigv4auth", "status", "zpages"];
     fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
         match kind {
             "basicauth" => Ok(ExtensionConfig::BasicAuth(or_default(d)?)),
@@ -132,6 +134,7 @@ impl ComponentKind for ExtensionConfig {
             "file_storage" => Ok(ExtensionConfig::FileStorage(Deserialize::deserialize(d)?)),
             "status" => Ok(ExtensionConfig::Status(or_default(d)?, false)),
             "zpages" => Ok(ExtensionConfig::Status(or_default(d)?, true)),
+            "sigv4auth" => Ok(ExtensionConfig::SigV4Auth(Deserialize::deserialize(d)?)),
             other => Err(serde::de::Error::custom(format!("unknown extension type {other:?}"))),
         }
     }
@@ -163,6 +166,7 @@ impl ExtensionConfig {
                 _ => Ok(()),
             },
             ExtensionConfig::HealthCheck(c) => c.socket_addr().map(|_| ()),
+            ExtensionConfig::SigV4Auth(c) => c.validate(),
             ExtensionConfig::Status(c, _) => c.validate(),
             ExtensionConfig::FileStorage(c) => {
                 if c.directory.as_os_str().is_empty() {
@@ -189,7 +193,7 @@ impl ExtensionConfig {
     }
 
     pub fn is_authenticator(&self) -> bool {
-        matches!(self, ExtensionConfig::BasicAuth(_) | ExtensionConfig::BearerTokenAuth(_))
+        matches!(self, ExtensionConfig::BasicAuth(_) | ExtensionConfig::BearerTokenAuth(_) | ExtensionConfig::SigV4Auth(_))
     }
 
     /// Server side: whether an `Authorization` header (the value of the
@@ -248,6 +252,9 @@ impl ExtensionConfig {
             ExtensionConfig::HealthCheck(_) => return Err("health_check is not an authenticator".into()),
             ExtensionConfig::FileStorage(_) => return Err("file_storage is not an authenticator".into()),
             ExtensionConfig::Status(..) => return Err("status is not an authenticator".into()),
+            ExtensionConfig::SigV4Auth(_) => {
+                return Err("sigv4auth signs each request (see sign_request), it has no fixed header".into());
+            }
         };
         let mut hv = HeaderValue::from_str(&v)
             .map_err(|_| "credentials contain characters not allowed in an HTTP header".to_string())?;

@@ -243,6 +243,11 @@ impl Service {
                 ),
                 None => None,
             };
+            if matches!(auth, Some(ExtensionConfig::SigV4Auth(_))) && !matches!(ec, ExporterConfig::PrometheusRemoteWrite(_)) {
+                return Err(format!(
+                    "exporter {id}: sigv4auth signs remote-write requests (Amazon Managed Prometheus): use it with prometheusremotewrite"
+                ));
+            }
             if let Some(a) = &auth
                 && !a.is_authenticator()
             {

@@ -14,7 +14,7 @@ use crate::extensions::ExtensionConfig;
 use crate::http::describe_error;
 use crate::telemetry::{Counter, DURATION_BOUNDS, Histogram, Telemetry};
 use infertel_remote_write::{CONTENT_ENCODING, CONTENT_TYPE, VERSION, VERSION_HEADER};
-use reqwest::header::{HeaderMap, HeaderName};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -154,7 +154,29 @@ impl RemoteWriteService {
         if attempt > 0 {
             r = r.header("Retry-Attempt", attempt.to_string());
         }
-        if let Some(a) = &self.auth {
+        if let Some(crate::extensions::ExtensionConfig::SigV4Auth(s)) = &self.auth {
+            // Signed over what is sent: the body and the headers set here.
+            let mut signed: Vec<(String, String)> = self
+                .headers
+                .iter()
+                .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+                .collect();
+            signed.push(("content-encoding".into(), CONTENT_ENCODING.into()));
+            signed.push(("content-type".into(), CONTENT_TYPE.into()));
+            signed.push((VERSION_HEADER.to_ascii_lowercase(), VERSION.into()));
+            let refs: Vec<(&str, &str)> = signed.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            match s.sign("POST", &self.endpoint, &refs, &req.body).await {
+                Ok(h) => {
+                    for (k, v) in h {
+                        if let (Ok(n), Ok(mut v)) = (HeaderName::from_bytes(k.as_bytes()), HeaderValue::from_str(&v)) {
+                            v.set_sensitive(true);
+                            r = r.header(n, v);
+                        }
+                    }
+                }
+                Err(e) => tracing::error!(exporter = %self.exporter, "{}", probe::redact_text(&e)),
+            }
+        } else if let Some(a) = &self.auth {
             match a.header() {
                 Ok((name, v)) => {
                     if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {

@@ -13,6 +13,7 @@ pub mod exporters;
 pub mod extensions;
 pub mod graph;
 pub mod http;
+pub mod primitives;
 pub mod processors;
 pub mod receivers;
 pub mod secrets;

@@ -6,7 +6,7 @@
 //! the new ones); [`scrub`] replaces any of them with `***` and runs on every
 //! log line (the log writer) and on the `/metrics` page.
 //!
-//! Redacting at each call site (`exporters/probe.rs`'s `redact_url`,
+//! Redacting at each call site (`exporters/exporterhelper/probe.rs`'s `redact_url`,
 //! `redact_text`) stays: it also hides credentials the agent was not told
 //! about (a token echoed in an error). This is the net under it.
 

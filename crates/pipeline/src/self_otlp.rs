@@ -20,7 +20,7 @@
 //! readers are set up once per process (like the self-metrics endpoint they
 //! live across config reloads) and flushed on exit by [`SelfOtlp::shutdown`].
 
-use crate::config::duration::Duration;
+use crate::primitives::duration::Duration;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Meter, MeterProvider as _};
 use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _, WithTonicConfig as _};
@@ -199,7 +199,7 @@ fn ms_or_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error>
     }
     match V::deserialize(d)? {
         V::Ms(ms) => Ok(Duration::from_millis(ms)),
-        V::Text(s) => crate::config::duration::parse_duration(&s).map(Duration).map_err(serde::de::Error::custom),
+        V::Text(s) => crate::primitives::duration::parse_duration(&s).map(Duration).map_err(serde::de::Error::custom),
     }
 }
 

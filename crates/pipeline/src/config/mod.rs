@@ -10,9 +10,7 @@
 //! numbers stay those of the file the user wrote.
 
 pub mod contrib;
-pub mod duration;
 pub mod env;
-pub mod id;
 mod issues;
 pub mod prometheus_file;
 
@@ -20,33 +18,16 @@ use crate::exporters::ExporterConfig;
 use crate::extensions::ExtensionConfig;
 use crate::processors::ProcessorConfig;
 use crate::receivers::ReceiverConfig;
-pub use duration::{ByteSize, Duration};
-pub use id::ComponentId;
+// The primitives every component config uses live in `crate::primitives`
+// (a leaf: it knows no component); re-exported here for the config's own
+// code and for users of the crate.
+pub use crate::primitives::{ByteSize, ComponentId, ComponentKind, Duration, duration, id, listen_addr, or_default};
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::net::SocketAddr;
-
-/// Implemented by each section's config enum (`ReceiverConfig`, ...): builds
-/// the typed config for one component type.
-pub trait ComponentKind: Sized {
-    /// "receiver", "processor", ...
-    const SECTION: &'static str;
-    /// The component types this build knows, for error messages.
-    const KNOWN: &'static [&'static str];
-    fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error>;
-}
-
-/// Deserializes `null` (e.g. `batch:` with nothing after it) as the default.
-pub fn or_default<'de, T, D>(d: D) -> Result<T, D::Error>
-where
-    T: Deserialize<'de> + Default,
-    D: Deserializer<'de>,
-{
-    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
-}
 
 /// A section: component id → config, in file order.
 #[derive(Debug)]
@@ -113,16 +94,6 @@ impl<'de, T: ComponentKind> Deserialize<'de> for Components<T> {
         }
         d.deserialize_any(V(PhantomData))
     }
-}
-
-/// A server's `host:port` (`localhost` read as 127.0.0.1, as the agent's
-/// servers bind loopback for it); the error reads `"VALUE": why (write
-/// host:port)` for the caller to put its key in front.
-pub fn listen_addr(endpoint: &str) -> Result<SocketAddr, String> {
-    endpoint
-        .replace("localhost:", "127.0.0.1:")
-        .parse::<SocketAddr>()
-        .map_err(|e| format!("{endpoint:?}: {e} (write host:port)"))
 }
 
 /// The whole file.

@@ -1,18 +1,20 @@
 //! Exporters: where data leaves. One folder per exporter type; the config
-//! key `exporters.<type>` names the folder.
+//! key `exporters.<type>` names the folder; `exporterhelper/` is what they
+//! share (queue, persistent queue, probes, retry and TLS settings).
 
 pub mod debug;
+pub mod exporterhelper;
 pub mod file;
 pub mod otlp;
 pub mod otlphttp;
-pub mod persistent;
-pub mod probe;
 pub mod prometheus;
 pub mod prometheusremotewrite;
-pub mod queue;
-pub mod shared;
 
-use crate::config::{ComponentKind, or_default};
+// The helper's modules under their short paths (`exporters::queue`, ...),
+// which the exporters and the graph use.
+pub use exporterhelper::{persistent, probe, queue, shared};
+
+use crate::primitives::{ComponentKind, or_default};
 use serde::Deserializer;
 
 // Built once from the file; the size difference between variants is irrelevant.

@@ -24,7 +24,7 @@ impl Default for HealthCheckConfig {
 
 impl HealthCheckConfig {
     pub fn socket_addr(&self) -> Result<SocketAddr, String> {
-        crate::config::listen_addr(&self.endpoint).map_err(|e| format!("health_check: endpoint {e}"))
+        crate::primitives::listen_addr(&self.endpoint).map_err(|e| format!("health_check: endpoint {e}"))
     }
 }
 

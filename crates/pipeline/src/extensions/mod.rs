@@ -9,7 +9,7 @@ pub mod health_check;
 pub mod sigv4auth;
 pub mod status;
 
-use crate::config::{ComponentKind, or_default};
+use crate::primitives::{ComponentKind, or_default};
 use crate::http::read_secret_file;
 use reqwest::header::HeaderValue;
 use serde::{Deserialize, Deserializer};
@@ -98,7 +98,7 @@ pub struct FileStorageConfig {
     /// Disk budget of each exporter queue using this storage, shared by its
     /// consumers; when full, the oldest data is dropped (and counted).
     #[serde(default = "default_max_bytes")]
-    pub max_bytes: crate::config::ByteSize,
+    pub max_bytes: crate::primitives::ByteSize,
     /// When the queue's writes reach the disk: `always` (fdatasync every
     /// append and acknowledgement), `interval` (once a second, as vmagent
     /// and Vector bound their loss), `never` (the page cache decides).
@@ -107,8 +107,8 @@ pub struct FileStorageConfig {
     pub fsync: crate::exporters::persistent::Fsync,
 }
 
-fn default_max_bytes() -> crate::config::ByteSize {
-    crate::config::ByteSize(1 << 30)
+fn default_max_bytes() -> crate::primitives::ByteSize {
+    crate::primitives::ByteSize(1 << 30)
 }
 
 #[derive(Debug, Clone)]

@@ -15,7 +15,7 @@ pub mod resourcedetection;
 pub mod rewrite;
 pub mod series_cache;
 
-use crate::config::{ComponentKind, or_default};
+use crate::primitives::{ComponentKind, or_default};
 use serde::Deserializer;
 
 #[derive(Debug)]

@@ -4,7 +4,7 @@
 pub mod otlp;
 pub mod prometheus;
 
-use crate::config::{ComponentKind, or_default};
+use crate::primitives::{ComponentKind, or_default};
 use serde::Deserializer;
 
 #[derive(Debug)]

@@ -1,6 +1,6 @@
 //! The `file` exporter's config, contrib's `fileexporter` keys.
 
-use crate::config::Duration;
+use crate::primitives::Duration;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize, Clone, PartialEq)]

@@ -1,6 +1,6 @@
 //! `exporters.otlp` (gRPC): keys shaped like the Collector's `otlp` exporter.
 
-use crate::config::Duration;
+use crate::primitives::Duration;
 use crate::exporters::shared::{AuthRef, ExporterTls, QueueConfig, RetryConfig};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -25,8 +25,8 @@ impl Compression {
     }
 }
 
-pub fn default_max_request_bytes() -> crate::config::ByteSize {
-    crate::config::ByteSize(4_000_000)
+pub fn default_max_request_bytes() -> crate::primitives::ByteSize {
+    crate::primitives::ByteSize(4_000_000)
 }
 
 /// Headers OTLP owns; user `headers` may not override them.
@@ -66,7 +66,7 @@ pub struct OtlpConfig {
     /// 4 MiB receive limit); a request the receiver still refuses as too
     /// large is split in halves down to one data point.
     #[serde(default = "crate::exporters::otlp::config::default_max_request_bytes")]
-    pub max_request_bytes: crate::config::ByteSize,
+    pub max_request_bytes: crate::primitives::ByteSize,
     /// The Collector's gRPC client settings (`configgrpc`): accepted so
     /// pasted configs load. One endpoint is one HTTP/2 connection here, so
     /// `balancer_name` has nothing to balance; the others tune sockets and

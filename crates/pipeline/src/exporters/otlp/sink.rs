@@ -1,5 +1,5 @@
 //! What drives both OTLP exporters: the shared sending queue
-//! (`exporters/queue.rs`) with a [`Deliver`] that converts each consumer's
+//! (`exporters/exporterhelper/queue.rs`) with a [`Deliver`] that converts each consumer's
 //! batch (in the pipeline's naming mode) and sends it through a
 //! [`Transport`] (gRPC here, HTTP in `otlphttp`). Series are sharded by data
 //! point, so a histogram's buckets, sum, count and `_created` and every

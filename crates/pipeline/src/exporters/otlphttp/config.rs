@@ -1,6 +1,6 @@
 //! `exporters.otlphttp`: keys shaped like the Collector's `otlphttp` exporter.
 
-use crate::config::Duration;
+use crate::primitives::Duration;
 use crate::exporters::otlp::config::{Compression, default_timeout, validate_common};
 use crate::exporters::shared::{AuthRef, ExporterTls, QueueConfig, RetryConfig};
 use serde::Deserialize;
@@ -39,7 +39,7 @@ pub struct OtlpHttpConfig {
     /// 4 MiB receive limit); a request the receiver still refuses as too
     /// large is split in halves down to one data point.
     #[serde(default = "crate::exporters::otlp::config::default_max_request_bytes")]
-    pub max_request_bytes: crate::config::ByteSize,
+    pub max_request_bytes: crate::primitives::ByteSize,
 }
 
 /// `base` + `/v1/metrics`, without a double slash and without doubling a

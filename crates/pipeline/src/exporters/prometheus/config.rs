@@ -1,6 +1,6 @@
 //! The `prometheus` exporter's config, contrib's `prometheusexporter` keys.
 
-use crate::config::Duration;
+use crate::primitives::Duration;
 use crate::exporters::prometheusremotewrite::config::Toggle;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -45,7 +45,7 @@ impl PrometheusConfig {
         if self.endpoint.is_empty() {
             return Err("endpoint: required (host:port to serve /metrics on, e.g. 0.0.0.0:8889)".into());
         }
-        crate::config::listen_addr(&self.endpoint).map_err(|e| format!("endpoint {e}"))?;
+        crate::primitives::listen_addr(&self.endpoint).map_err(|e| format!("endpoint {e}"))?;
         if !self.namespace.is_empty() && !infertel_relabel::is_valid_label_name(&self.namespace) {
             return Err(format!(
                 "namespace {:?}: must be a valid metric name prefix ([a-zA-Z_][a-zA-Z0-9_]*)",

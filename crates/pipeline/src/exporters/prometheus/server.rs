@@ -58,7 +58,7 @@ impl Endpoint {
             e.attached.lock().unwrap_or_else(|p| p.into_inner()).push(Arc::downgrade(shared));
             return Ok(e);
         }
-        let addr = crate::config::listen_addr(&cfg.endpoint).map_err(|e| format!("endpoint {e}"))?;
+        let addr = crate::primitives::listen_addr(&cfg.endpoint).map_err(|e| format!("endpoint {e}"))?;
         let rt = tokio::runtime::Handle::try_current().map_err(|_| "serving needs the agent's runtime".to_string())?;
         let std_listener =
             std::net::TcpListener::bind(addr).map_err(|e| format!("endpoint {addr}: cannot listen: {e}"))?;

@@ -1,7 +1,7 @@
 //! `exporters.prometheusremotewrite`: keys shaped like the Collector's
 //! exporter of the same name.
 
-use crate::config::{ByteSize, Duration};
+use crate::primitives::{ByteSize, Duration};
 use crate::exporters::probe::StartupCheck;
 use crate::exporters::shared::{AuthRef, ExporterTls, QueueConfig, RetryConfig};
 use serde::Deserialize;

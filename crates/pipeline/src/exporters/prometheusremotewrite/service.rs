@@ -2,7 +2,7 @@
 //! configured headers and authenticator, and retries as the spec says:
 //! 5xx, 429 and network errors are retried with exponential backoff and
 //! jitter (honouring `Retry-After`); 401, 403, 404, 405 and 415 are
-//! configuration faults: the exporter pauses (`exporters/probe.rs`), holds
+//! configuration faults: the exporter pauses (`exporters/exporterhelper/probe.rs`), holds
 //! the request, re-sends it with backoff and delivers it when the endpoint
 //! recovers; any other 4xx (a 400 for bad data) is not retried, and is
 //! dropped, counted and logged with the receiver's own words.

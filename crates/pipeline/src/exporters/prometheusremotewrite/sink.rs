@@ -1,5 +1,5 @@
 //! What drives the remote-write exporter: the shared sending queue
-//! (`exporters/queue.rs`: sharding by series hash, consumers, a bounded
+//! (`exporters/exporterhelper/queue.rs`: sharding by series hash, consumers, a bounded
 //! queue, self-metrics) with a [`Deliver`] that turns each consumer's batch
 //! into size-bounded WriteRequests and sends them one at a time. Remote
 //! write always keeps Prometheus names, so the naming mode is ignored.

@@ -42,8 +42,8 @@ fn active_json(pool: &str, t: &TargetStatus) -> Value {
         "lastSamplesPostMetricRelabeling": l.post_relabel,
         "lastSeriesAdded": l.series_added,
         "health": l.health.as_str(),
-        "scrapeInterval": crate::config::Duration(t.interval).to_string(),
-        "scrapeTimeout": crate::config::Duration(t.timeout).to_string(),
+        "scrapeInterval": crate::primitives::Duration(t.interval).to_string(),
+        "scrapeTimeout": crate::primitives::Duration(t.timeout).to_string(),
     })
 }
 

@@ -54,7 +54,7 @@ impl Default for StatusConfig {
 
 impl StatusConfig {
     pub fn socket_addr(&self) -> Result<SocketAddr, String> {
-        crate::config::listen_addr(&self.endpoint).map_err(|e| format!("status: endpoint {e}"))
+        crate::primitives::listen_addr(&self.endpoint).map_err(|e| format!("status: endpoint {e}"))
     }
 
     pub fn validate(&self) -> Result<(), String> {

@@ -287,7 +287,7 @@ async fn the_server_authenticates_with_basicauth_and_bearer_tokens() {
     crate::http::ensure_crypto_provider();
     let basic: ExtensionConfig = {
         let v: serde_yaml::Value = serde_yaml::from_str("htpasswd: {inline: \"sre:pa55-word\"}").unwrap();
-        <ExtensionConfig as crate::config::ComponentKind>::deserialize_kind("basicauth", v).unwrap()
+        <ExtensionConfig as crate::primitives::ComponentKind>::deserialize_kind("basicauth", v).unwrap()
     };
     let auth = Some(ServerAuth { authenticator: "basicauth/ui".into() });
     let (addr, h) = serve(StatusConfig { auth, ..Default::default() }, Some(basic)).await;
@@ -304,7 +304,7 @@ async fn the_server_authenticates_with_basicauth_and_bearer_tokens() {
     h.abort();
     let bearer: ExtensionConfig = {
         let v: serde_yaml::Value = serde_yaml::from_str("token: tok-123456").unwrap();
-        <ExtensionConfig as crate::config::ComponentKind>::deserialize_kind("bearertokenauth", v).unwrap()
+        <ExtensionConfig as crate::primitives::ComponentKind>::deserialize_kind("bearertokenauth", v).unwrap()
     };
     let auth = Some(ServerAuth { authenticator: "bearertokenauth/ui".into() });
     let (addr, h) = serve(StatusConfig { auth, ..Default::default() }, Some(bearer)).await;

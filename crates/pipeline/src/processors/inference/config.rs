@@ -1,6 +1,6 @@
 //! Config of processor `inference`.
 
-use crate::config::Duration;
+use crate::primitives::Duration;
 use infertel_inference as inf;
 use serde::Deserialize;
 use std::collections::BTreeMap;

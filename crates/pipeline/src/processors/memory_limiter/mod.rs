@@ -37,7 +37,7 @@
 //! resumption are logged. Only a scrape already in flight when the limit is
 //! crossed reaches the limiter and is refused there.
 
-use crate::config::Duration;
+use crate::primitives::Duration;
 use crate::consumer::{BoxFuture, Consumer};
 use crate::telemetry::{Counter, Gauge, Telemetry};
 use infertel_model::Batch;

@@ -19,7 +19,7 @@ pub mod env;
 pub mod k8s_api;
 pub mod system;
 
-use crate::config::Duration;
+use crate::primitives::Duration;
 use crate::consumer::{BoxFuture, Consumer};
 use crate::processors::actions::{self, ActionConfig};
 use crate::processors::rewrite::{Rewrite, Scope};

@@ -3,7 +3,7 @@
 //! Prometheus series (`otlp_translation_strategy`, `delta`, `max_stale`),
 //! named as Prometheus names them.
 
-use crate::config::Duration;
+use crate::primitives::Duration;
 use crate::http::ServerTls;
 use serde::Deserialize;
 
@@ -232,7 +232,7 @@ impl OtlpReceiverConfig {
             return Err("protocols: must specify at least one protocol when using the OTLP receiver (grpc, http)".into());
         }
         if let Some(g) = &p.grpc {
-            crate::config::listen_addr(&g.endpoint).map_err(|e| format!("protocols.grpc.endpoint {e}"))?;
+            crate::primitives::listen_addr(&g.endpoint).map_err(|e| format!("protocols.grpc.endpoint {e}"))?;
             if g.transport != "tcp" {
                 return Err(format!("protocols.grpc.transport {:?}: only tcp is built", g.transport));
             }
@@ -242,7 +242,7 @@ impl OtlpReceiverConfig {
             check_tls(&g.tls, "protocols.grpc.tls")?;
         }
         if let Some(h) = &p.http {
-            crate::config::listen_addr(&h.endpoint).map_err(|e| format!("protocols.http.endpoint {e}"))?;
+            crate::primitives::listen_addr(&h.endpoint).map_err(|e| format!("protocols.http.endpoint {e}"))?;
             if !h.metrics_url_path.starts_with('/') {
                 return Err(format!("protocols.http.metrics_url_path {:?} must start with /", h.metrics_url_path));
             }

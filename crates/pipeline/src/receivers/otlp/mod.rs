@@ -33,7 +33,7 @@ pub struct OtlpReceiver {
 }
 
 fn bind(endpoint: &str, key: &str) -> Result<std::net::TcpListener, String> {
-    let addr = crate::config::listen_addr(endpoint).map_err(|e| format!("{key} {e}"))?;
+    let addr = crate::primitives::listen_addr(endpoint).map_err(|e| format!("{key} {e}"))?;
     let l = std::net::TcpListener::bind(addr).map_err(|e| format!("{key} {addr}: cannot listen: {e}"))?;
     l.set_nonblocking(true).map_err(|e| format!("{key} {addr}: {e}"))?;
     Ok(l)

@@ -2,7 +2,7 @@
 //! `scrape_configs`, with Prometheus's defaults, so a job can be pasted from
 //! a `prometheus.yml`.
 
-use crate::config::Duration;
+use crate::primitives::Duration;
 use crate::http::TlsSettings;
 use infertel_relabel::{RelabelConfig, Relabeler};
 use serde::Deserialize;
@@ -100,7 +100,7 @@ pub struct GlobalConfig {
     pub label_limit: u64,
     pub label_name_length_limit: u64,
     pub label_value_length_limit: u64,
-    pub body_size_limit: crate::config::duration::Base2Size,
+    pub body_size_limit: crate::primitives::duration::Base2Size,
     /// Kept for the status page in Prometheus; accepted.
     pub keep_dropped_targets: u64,
     /// The default of every job's `scrape_protocols`.
@@ -258,7 +258,7 @@ pub struct ScrapeConfig {
     pub target_limit: u64,
     /// Base-2 units, as Prometheus (`10MB` = 10,485,760 bytes).
     #[serde(default)]
-    pub body_size_limit: crate::config::duration::Base2Size,
+    pub body_size_limit: crate::primitives::duration::Base2Size,
     #[serde(default)]
     pub relabel_configs: Vec<RelabelConfig>,
     #[serde(default)]

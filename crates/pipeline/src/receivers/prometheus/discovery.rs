@@ -131,7 +131,7 @@ pub(crate) fn read_one(file: &Path) -> Result<Vec<TargetGroup>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Duration;
+    use crate::primitives::Duration;
 
     #[test]
     fn globs() {

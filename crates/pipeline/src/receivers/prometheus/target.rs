@@ -6,8 +6,8 @@
 
 use super::config::{GlobalConfig, ScrapeConfig};
 use super::discovery::TargetGroup;
-use crate::config::Duration;
-use crate::config::duration::parse_duration;
+use crate::primitives::Duration;
+use crate::primitives::duration::parse_duration;
 use infertel_model::{Label, Labels};
 use infertel_relabel::Relabeler;
 use std::collections::BTreeMap;

@@ -17,7 +17,7 @@
 //!   and logged.
 
 use super::{TargetGroup, join_host_port as host_port};
-use crate::config::Duration;
+use crate::primitives::Duration;
 use hickory_resolver::TokioResolver;
 use hickory_resolver::config::{NameServerConfig, ResolverConfig, ResolverOpts};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;

@@ -27,7 +27,7 @@
 //!   `prometheus.io/port` and `prometheus.io/path` recipes work unchanged.
 
 use super::TargetGroup;
-use crate::config::Duration;
+use crate::primitives::Duration;
 use crate::telemetry::Counter;
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};

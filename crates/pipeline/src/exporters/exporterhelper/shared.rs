@@ -2,7 +2,7 @@
 //! `retry_on_failure`, `sending_queue`, `tls`, `auth`; and the backoff they
 //! drive.
 
-use crate::config::Duration;
+use crate::primitives::Duration;
 use crate::http::TlsSettings;
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -90,7 +90,7 @@ pub struct QueueConfig {
     pub storage: Option<String>,
     /// How long a consumer woken by new data waits for more before it
     /// sends, so one request carries many scrapes; 0 sends at once.
-    pub flush_timeout: crate::config::Duration,
+    pub flush_timeout: crate::primitives::Duration,
 }
 
 impl Default for QueueConfig {
@@ -100,7 +100,7 @@ impl Default for QueueConfig {
             num_consumers: 5,
             queue_size: 1000,
             storage: None,
-            flush_timeout: crate::config::Duration::from_millis(200),
+            flush_timeout: crate::primitives::Duration::from_millis(200),
         }
     }
 }

@@ -104,7 +104,7 @@ pub trait Deliver: Send + Sync + 'static {
         s.labels.stable_hash()
     }
     fn deliver<'a>(&'a self, state: &'a mut Self::State, batch: Batch, naming: Naming) -> BoxFuture<'a, Delivered>;
-    /// The startup probe (`exporters/probe.rs`): an empty write with the
+    /// The startup probe (`exporters/exporterhelper/probe.rs`): an empty write with the
     /// real headers and auth, plus one `infertel_canary` sample when
     /// `canary` is set.
     fn probe(&self, _canary: bool) -> BoxFuture<'_, ProbeResult> {
@@ -137,7 +137,7 @@ pub struct SendingQueue<D: Deliver> {
     queue_size: Arc<Gauge>,
     last_full_log: Mutex<Option<Instant>>,
     /// The endpoint's state: consumers wait while it is paused (the data
-    /// stays queued); see `exporters/probe.rs`.
+    /// stays queued); see `exporters/exporterhelper/probe.rs`.
     endpoint_state: OnceLock<Arc<EndpointState>>,
     storage: Mutex<Option<Storage>>,
     /// Set once the agent shuts down (see [`SendingQueue::begin_drain`]).

@@ -72,7 +72,8 @@ service:
             _ => None,
         }
     });
-    let info = page.lines().find(|l| l.starts_with("target_info{")).unwrap_or_else(|| panic!("no target_info:\n{page}"));
+    let info =
+        page.lines().find(|l| l.starts_with("target_info{")).unwrap_or_else(|| panic!("no target_info:\n{page}"));
     for want in ["service_name=\"infertel\"", "service_instance_id=\"node-7\"", "deployment_environment=\"prod\""] {
         assert!(info.contains(want), "{info}");
     }
@@ -81,7 +82,9 @@ service:
     assert!(http_get("http://127.0.0.1:8888/metrics").map_or(true, |(c, b)| c != 200 || !b.contains("node-7")));
 
     let q = |expr: &str| prom.query(expr).first().map(|(_, v)| parse_prom_float(v));
-    wait_until("the extra report series", Duration::from_secs(30), || q(r#"scrape_body_size_bytes{job="vllm"}"#).map(|_| ()));
+    wait_until("the extra report series", Duration::from_secs(30), || {
+        q(r#"scrape_body_size_bytes{job="vllm"}"#).map(|_| ())
+    });
     assert_eq!(q(r#"scrape_body_size_bytes{job="vllm"}"#), Some(body.len() as f64));
     assert_eq!(q(r#"scrape_timeout_seconds{job="vllm"}"#), Some(0.8));
     assert_eq!(q(r#"scrape_sample_limit{job="vllm"}"#), Some(500.0));

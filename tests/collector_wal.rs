@@ -48,7 +48,9 @@ fn what_the_wal_kept_through_an_outage_and_a_restart_arrives() {
     let cfg = config(&targets.addr.to_string(), &prom.write_url(), &wal.to_string_lossy());
 
     let mut first = Agent::start(&cfg);
-    wait_until("a dozen scrapes with the backend down", Duration::from_secs(30), || (targets.hits("/c") >= 12).then_some(()));
+    wait_until("a dozen scrapes with the backend down", Duration::from_secs(30), || {
+        (targets.hits("/c") >= 12).then_some(())
+    });
     assert!(first.proc.terminate(Duration::from_secs(20)).is_some(), "the first agent stops");
     let during = targets.hits("/c");
     let on_disk: u64 = walk(&wal);
@@ -60,7 +62,9 @@ fn what_the_wal_kept_through_an_outage_and_a_restart_arrives() {
         let rows = prom.raw("served_total", "10m");
         let by: BTreeMap<String, Vec<u64>> = rows
             .into_iter()
-            .filter_map(|(l, v)| Some((l.get("series")?.clone(), v.into_iter().filter(|x| !x.is_nan()).map(|x| x as u64).collect())))
+            .filter_map(|(l, v)| {
+                Some((l.get("series")?.clone(), v.into_iter().filter(|x| !x.is_nan()).map(|x| x as u64).collect()))
+            })
             .collect();
         (by.len() == 3 && by.values().all(|v| (1..=during).all(|n| v.contains(&n)))).then_some(by)
     });

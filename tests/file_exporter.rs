@@ -140,12 +140,21 @@ fn the_python_sdk_reads_back_what_the_captures_hold() {
     // restart without append; a reload is not a restart).
     let pdir = dir.path().join("proto");
     let first_point = |v: &Value| {
-        v["metrics"].as_array().unwrap().iter().flat_map(|m| m["points"].as_array().unwrap().iter()).filter_map(|p| p["time"].as_u64()).min()
+        v["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m["points"].as_array().unwrap().iter())
+            .filter_map(|p| p["time"].as_u64())
+            .min()
     };
     let was = read("proto", "zstd", &files_in(&pdir));
     let (before, earliest) = (was["requests"].as_u64().unwrap(), first_point(&was));
     assert!(before >= 3, "{before} proto requests before the reload");
-    agent.write_config(&config(dir.path(), &targets.addr.to_string()).replace("flush_interval: 200ms\nservice", "flush_interval: 300ms\nservice"));
+    agent.write_config(
+        &config(dir.path(), &targets.addr.to_string())
+            .replace("flush_interval: 200ms\nservice", "flush_interval: 300ms\nservice"),
+    );
     agent.reload();
     wait_until("the rebuilt exporter writing on", Duration::from_secs(20), || {
         let n = read("proto", "zstd", &files_in(&pdir))["requests"].as_u64().unwrap();
@@ -184,7 +193,8 @@ fn the_python_sdk_reads_back_what_the_captures_hold() {
     assert!(checked > 60, "{checked} samples checked");
     // Counters are cumulative monotonic sums (a histogram's _sum may fall,
     // so preserve_names writes it as a non-monotonic sum).
-    let counters: Vec<String> = samples_of(&v17, "counter").into_iter().chain(samples_of(&v05, "counter")).map(|s| s.0).collect();
+    let counters: Vec<String> =
+        samples_of(&v17, "counter").into_iter().chain(samples_of(&v05, "counter")).map(|s| s.0).collect();
     let odd: Vec<String> = metrics
         .iter()
         .filter(|m| counters.iter().any(|c| m["name"] == c.as_str()))
@@ -222,9 +232,17 @@ fn the_python_sdk_reads_back_what_the_captures_hold() {
         prev = *c;
     }
     let got_bounds: Vec<f64> = p["bounds"].as_array().unwrap().iter().map(|b| b.as_f64().unwrap()).collect();
-    let got_counts: Vec<f64> = p["buckets"].as_array().unwrap().iter().map(|b| b.as_str().map_or_else(|| b.as_f64().unwrap(), |s| s.parse().unwrap())).collect();
+    let got_counts: Vec<f64> = p["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_str().map_or_else(|| b.as_f64().unwrap(), |s| s.parse().unwrap()))
+        .collect();
     assert_eq!(got_bounds, bounds);
     assert_eq!(got_counts, counts);
     let count_line = v05.lines().find(|l| l.starts_with("vllm:time_per_output_token_seconds_count")).unwrap();
-    assert_eq!(p["count"].as_f64().or_else(|| p["count"].as_str().and_then(|s| s.parse().ok())), count_line.rsplit(' ').next().unwrap().parse().ok());
+    assert_eq!(
+        p["count"].as_f64().or_else(|| p["count"].as_str().and_then(|s| s.parse().ok())),
+        count_line.rsplit(' ').next().unwrap().parse().ok()
+    );
 }

@@ -18,11 +18,8 @@ use std::time::Duration;
 use support::*;
 
 fn python(args: &[&str]) -> Value {
-    let out = Command::new("python3")
-        .arg(repo_dir().join("tests/otlp_sdk_export.py"))
-        .args(args)
-        .output()
-        .expect("python3");
+    let out =
+        Command::new("python3").arg(repo_dir().join("tests/otlp_sdk_export.py")).args(args).output().expect("python3");
     assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
@@ -75,7 +72,11 @@ service:
         assert_eq!(q(r#"queue_depth{job="JOB"}"#), Some(2.0), "{svc}: 3 - 1");
         assert_eq!(q(r#"gpu_utilization_ratio{job="JOB", gpu="0"}"#), Some(0.75), "{svc}");
         for (le, n) in [("0.1", 1.0), ("1", 2.0), ("10", 3.0), ("+Inf", 4.0)] {
-            assert_eq!(q(&format!(r#"llm_request_duration_seconds_bucket{{job="JOB", le="{le}"}}"#)), Some(n), "{svc} le={le}");
+            assert_eq!(
+                q(&format!(r#"llm_request_duration_seconds_bucket{{job="JOB", le="{le}"}}"#)),
+                Some(n),
+                "{svc} le={le}"
+            );
         }
         let sum = q(r#"llm_request_duration_seconds_sum{job="JOB"}"#).unwrap();
         assert!((sum - 55.55).abs() < 1e-9, "{svc}: {sum}");
@@ -111,11 +112,20 @@ service:
         String::from_utf8_lossy(&out.stdout).to_lowercase()
     };
     let ok = preflight("http://ui.example.com");
-    assert!(ok.starts_with("http/1.1 204") && ok.contains("access-control-allow-origin: http://ui.example.com") && ok.contains("access-control-max-age: 600"), "{ok}");
+    assert!(
+        ok.starts_with("http/1.1 204")
+            && ok.contains("access-control-allow-origin: http://ui.example.com")
+            && ok.contains("access-control-max-age: 600"),
+        "{ok}"
+    );
     assert!(preflight("http://evil.test").starts_with("http/1.1 403"));
 
     let m = agent.self_metrics();
-    assert_eq!(m.sum("infertel_receiver_otlp_rejected_points_total", &[("reason", "exponential_histogram")]), 4.0, "2 per encoding");
+    assert_eq!(
+        m.sum("infertel_receiver_otlp_rejected_points_total", &[("reason", "exponential_histogram")]),
+        4.0,
+        "2 per encoding"
+    );
     assert!(m.sum("infertel_receiver_otlp_accepted_samples_total", &[("transport", "grpc")]) > 0.0);
     assert!(m.sum("infertel_receiver_otlp_accepted_samples_total", &[("transport", "http")]) > 0.0);
     assert_eq!(m.sum("infertel_receiver_otlp_refused_requests_total", &[("reason", "unsupported_media_type")]), 1.0);
@@ -139,7 +149,10 @@ fn a_port_in_use_stops_the_start_and_validate_binds_nothing() {
     let out = Command::new(infertel_bin()).arg("run").arg("--config").arg(&path).output().expect("run");
     let text = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
     assert_ne!(out.status.code(), Some(0), "{text}");
-    assert!(text.contains(&format!("receiver otlp: protocols.grpc.endpoint 127.0.0.1:{port}: cannot listen")), "{text}");
+    assert!(
+        text.contains(&format!("receiver otlp: protocols.grpc.endpoint 127.0.0.1:{port}: cannot listen")),
+        "{text}"
+    );
     // No protocol at all is the Collector's error.
     std::fs::write(&path, "receivers:\n  otlp: {protocols: {}}\nexporters:\n  debug: {}\nservice:\n  pipelines:\n    metrics: {receivers: [otlp], exporters: [debug]}\n").unwrap();
     let out = Command::new(infertel_bin()).arg("validate").arg("--config").arg(&path).output().expect("validate");

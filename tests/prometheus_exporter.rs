@@ -103,7 +103,11 @@ fn prometheus_reads_through_the_exporter_what_it_reads_from_the_target() {
         // Text format: namespace before every name, the constant label on
         // every series, honor_labels keeps the job infertel scraped.
         let text = wait_until(&format!("{job} through the text page"), Duration::from_secs(30), || {
-            let r = keyed(prom.query(&format!(r#"{{__name__=~"gpu_.+", job="{job}"}}"#)), "gpu_", &["job", "instance", "cluster"]);
+            let r = keyed(
+                prom.query(&format!(r#"{{__name__=~"gpu_.+", job="{job}"}}"#)),
+                "gpu_",
+                &["job", "instance", "cluster"],
+            );
             want.keys().all(|k| r.contains_key(k)).then_some(r)
         });
         for (k, v) in &want {
@@ -129,7 +133,8 @@ fn prometheus_reads_through_the_exporter_what_it_reads_from_the_target() {
     // capture and from the text page.
     let target_types = |job: &str| -> BTreeMap<String, String> {
         let sel = urlencode(&format!(r#"{{job="{job}"}}"#));
-        let (code, body) = http_get(&format!("{}/api/v1/targets/metadata?match_target={sel}", prom.url())).expect("metadata");
+        let (code, body) =
+            http_get(&format!("{}/api/v1/targets/metadata?match_target={sel}", prom.url())).expect("metadata");
         assert_eq!(code, 200, "{body}");
         let md: serde_json::Value = serde_json::from_str(&body).expect("json");
         md["data"]
@@ -139,7 +144,8 @@ fn prometheus_reads_through_the_exporter_what_it_reads_from_the_target() {
             .map(|m| (m["metric"].as_str().unwrap_or("").to_string(), m["type"].as_str().unwrap_or("").to_string()))
             .collect()
     };
-    let direct: BTreeMap<String, String> = target_types("vllm_direct").into_iter().chain(target_types("dcgm_direct")).collect();
+    let direct: BTreeMap<String, String> =
+        target_types("vllm_direct").into_iter().chain(target_types("dcgm_direct")).collect();
     let via = target_types("via_text");
     let mut compared = 0;
     for line in vllm.lines().chain(dcgm.lines()).filter_map(|l| l.strip_prefix("# TYPE ")) {
@@ -156,13 +162,21 @@ fn prometheus_reads_through_the_exporter_what_it_reads_from_the_target() {
 
     // The pages themselves: content types, gzip, OpenMetrics' EOF.
     let (head, _) = curl(&["--compressed", &format!("http://127.0.0.1:{p1}/metrics")]);
-    assert!(head.contains("content-type: text/plain; version=0.0.4") && head.contains("content-encoding: gzip"), "{head}");
-    let (head, body) = curl(&["-H", "Accept: application/openmetrics-text; version=1.0.0", &format!("http://127.0.0.1:{p2}/metrics")]);
+    assert!(
+        head.contains("content-type: text/plain; version=0.0.4") && head.contains("content-encoding: gzip"),
+        "{head}"
+    );
+    let (head, body) =
+        curl(&["-H", "Accept: application/openmetrics-text; version=1.0.0", &format!("http://127.0.0.1:{p2}/metrics")]);
     assert!(head.contains("content-type: application/openmetrics-text; version=1.0.0"), "{head}");
     assert!(body.ends_with("# EOF\n"), "{}", &body[body.len().saturating_sub(200)..]);
-    assert!(body.contains("# TYPE vllm:prompt_tokens counter\n"), "OpenMetrics names the counter family without _total");
+    assert!(
+        body.contains("# TYPE vllm:prompt_tokens counter\n"),
+        "OpenMetrics names the counter family without _total"
+    );
     // Without enable_open_metrics the text format is served whatever is asked.
-    let (head, _) = curl(&["-H", "Accept: application/openmetrics-text; version=1.0.0", &format!("http://127.0.0.1:{p1}/metrics")]);
+    let (head, _) =
+        curl(&["-H", "Accept: application/openmetrics-text; version=1.0.0", &format!("http://127.0.0.1:{p1}/metrics")]);
     assert!(head.contains("content-type: text/plain; version=0.0.4"), "{head}");
 
     // A series leaves the target: its stale marker takes it off the page,
@@ -180,7 +194,12 @@ fn prometheus_reads_through_the_exporter_what_it_reads_from_the_target() {
     });
 
     // validate beside the running agent, on its config: nothing binds.
-    let out = Command::new(infertel_bin()).arg("validate").arg("--config").arg(agent.config_path()).output().expect("validate");
+    let out = Command::new(infertel_bin())
+        .arg("validate")
+        .arg("--config")
+        .arg(agent.config_path())
+        .output()
+        .expect("validate");
     assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 
     // A reload that changes the exporter keeps its port and its values.

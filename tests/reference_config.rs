@@ -38,7 +38,16 @@ const TEST_ENV: &[(&str, &str)] = &[
 ];
 
 /// Keys whose value is a map of user data (any key goes), not a struct.
-const USER_DATA: &[&str] = &["headers", "labels", "params", "external_labels", "proxy_connect_header", "http_headers", "const_labels", "resource"];
+const USER_DATA: &[&str] = &[
+    "headers",
+    "labels",
+    "params",
+    "external_labels",
+    "proxy_connect_header",
+    "http_headers",
+    "const_labels",
+    "resource",
+];
 
 /// Maps from component id (`type[/name]`) to a config: the component
 /// sections and the pipelines. Their children are named by type.

@@ -46,12 +46,27 @@ fn stub_api(node: &'static str, namespace_status: u16) -> (String, Arc<Mutex<Vec
             }
             log.lock().unwrap().push((path.clone(), auth));
             let (code, body) = if path == format!("/api/v1/nodes/{node}") {
-                (200, format!(r#"{{"kind":"Node","apiVersion":"v1","metadata":{{"name":"{node}","uid":"{NODE_UID}","labels":{{"nvidia.com/gpu.present":"true"}}}}}}"#))
+                (
+                    200,
+                    format!(
+                        r#"{{"kind":"Node","apiVersion":"v1","metadata":{{"name":"{node}","uid":"{NODE_UID}","labels":{{"nvidia.com/gpu.present":"true"}}}}}}"#
+                    ),
+                )
             } else if path == "/api/v1/namespaces/kube-system" && namespace_status == 200 {
-                (200, format!(r#"{{"kind":"Namespace","apiVersion":"v1","metadata":{{"name":"kube-system","uid":"{CLUSTER_UID}"}}}}"#))
+                (
+                    200,
+                    format!(
+                        r#"{{"kind":"Namespace","apiVersion":"v1","metadata":{{"name":"kube-system","uid":"{CLUSTER_UID}"}}}}"#
+                    ),
+                )
             } else {
                 let code = if path == "/api/v1/namespaces/kube-system" { namespace_status } else { 404 };
-                (code, format!(r#"{{"kind":"Status","apiVersion":"v1","status":"Failure","message":"{path} refused","reason":"Forbidden","code":{code}}}"#))
+                (
+                    code,
+                    format!(
+                        r#"{{"kind":"Status","apiVersion":"v1","status":"Failure","message":"{path} refused","reason":"Forbidden","code":{code}}}"#
+                    ),
+                )
             };
             let mut s = s;
             let _ = write!(
@@ -100,7 +115,11 @@ service:
 fn detected_resources_reach_prometheus_as_labels() {
     let prom = Prometheus::start("");
     let targets = Targets::start();
-    targets.set("/metrics", TEXT_004, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} 3\n");
+    targets.set(
+        "/metrics",
+        TEXT_004,
+        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} 3\n",
+    );
     let (api, seen) = stub_api("gpu-node-3", 200);
     let dir = tempfile::tempdir().expect("tempdir");
     let kc = kubeconfig(dir.path(), &api);
@@ -176,7 +195,11 @@ fn override_replaces_what_the_target_gave_and_rbac_gaps_are_skipped() {
     assert_eq!(l.get("job").map(String::as_str), Some("llm"), "override renames the job: {l:?}");
     assert_eq!(l.get("k8s_node_uid").map(String::as_str), Some(NODE_UID), "{l:?}");
     assert!(!l.contains_key("k8s_cluster_uid"), "403 on kube-system skips the cluster uid: {l:?}");
-    assert!(agent.proc.log_text().contains("no permission to get the kube-system namespace"), "{}", agent.proc.log_text());
+    assert!(
+        agent.proc.log_text().contains("no permission to get the kube-system namespace"),
+        "{}",
+        agent.proc.log_text()
+    );
 }
 
 #[test]
@@ -208,13 +231,21 @@ fn a_failing_detector_stops_the_start_with_its_reason() {
     // No node name: contrib's reason, and what to set.
     let (code, text) = run(&[]);
     assert_ne!(code, Some(0), "{text}");
-    assert!(text.contains("processor resource_detection: detector k8s_api: node name can't be found: set K8S_NODE_NAME"), "{text}");
+    assert!(
+        text.contains("processor resource_detection: detector k8s_api: node name can't be found: set K8S_NODE_NAME"),
+        "{text}"
+    );
     // A node the API server does not know: the API's answer.
     let (code, text) = run(&[("K8S_NODE_NAME", "gpu-node-3")]);
     assert_ne!(code, Some(0), "{text}");
     assert!(text.contains("failed getting k8s node UID of gpu-node-3"), "{text}");
     // A cloud detector is refused at validation, at its line.
-    std::fs::write(&path, config("  resourcedetection:\n    detectors: [env, eks]\n", "127.0.0.1:9", "http://127.0.0.1:9/api/v1/write").replace("processors: [resource_detection]", "processors: [resourcedetection]")).unwrap();
+    std::fs::write(
+        &path,
+        config("  resourcedetection:\n    detectors: [env, eks]\n", "127.0.0.1:9", "http://127.0.0.1:9/api/v1/write")
+            .replace("processors: [resource_detection]", "processors: [resourcedetection]"),
+    )
+    .unwrap();
     let out = Command::new(infertel_bin()).arg("validate").arg("--config").arg(&path).output().expect("validate");
     let text = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
     assert_ne!(out.status.code(), Some(0), "{text}");

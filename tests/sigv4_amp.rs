@@ -74,7 +74,11 @@ fn every_credential_source_signs_as_botocore_does() {
     std::fs::write(&token_file, format!("{token}\n")).unwrap();
     let v = Verifier::start(dir.path(), token);
     let targets = Targets::start();
-    targets.set("/metrics", TEXT_004, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} 3\n");
+    targets.set(
+        "/metrics",
+        TEXT_004,
+        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} 3\n",
+    );
     let t = targets.addr.to_string();
     let sts = format!("http://127.0.0.1:{}/sts", v.port);
     let home = dir.path().join("home");
@@ -114,7 +118,9 @@ fn every_credential_source_signs_as_botocore_does() {
         let mut vars: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         vars.extend(clean);
         let agent = Agent::start_with_env(&config(&t, v.port, assume), &vars);
-        wait_until(&format!("requests signed by {key} ({what})"), Duration::from_secs(30), || (accepted(key) >= 3).then_some(()));
+        wait_until(&format!("requests signed by {key} ({what})"), Duration::from_secs(30), || {
+            (accepted(key) >= 3).then_some(())
+        });
         let s = v.stats();
         assert_eq!(s["rejected"], 0, "{what}: {s}");
         let m = agent.self_metrics();

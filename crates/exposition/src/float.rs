@@ -9,6 +9,19 @@
 
 use infertel_model::canonical_nan;
 
+/// A value as both formats write it: `NaN`, `+Inf`, `-Inf`, else the
+/// shortest decimal that reads back to the same `f64`, without exponent
+/// (which both parsers, and Go's `'f', -1`, agree on).
+pub fn format_value(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf".into() } else { "-Inf".into() }
+    } else {
+        format!("{v}")
+    }
+}
+
 /// Why a number was rejected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum FloatError {

@@ -31,6 +31,7 @@ mod openmetrics;
 mod text;
 
 pub use error::ParseError;
+pub use float::format_value;
 
 /// Which text format a body is in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

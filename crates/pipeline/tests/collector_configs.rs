@@ -73,10 +73,7 @@ const CASES: &[(&str, Expected)] = &[
             TRACES,
         ],
     ),
-    (
-        "helm-daemonset-hostmetrics.yaml",
-        &[("receivers.hostmetrics", "node_exporter"), JAEGER, ZIPKIN, LOGS, TRACES],
-    ),
+    ("helm-daemonset-hostmetrics.yaml", &[("receivers.hostmetrics", "node_exporter"), JAEGER, ZIPKIN, LOGS, TRACES]),
     // otelcol-contrib's default config: pprof, trace receivers, traces, logs.
     ("otelcol-contrib-default.yaml", &[PPROF, JAEGER, ZIPKIN, TRACES, LOGS]),
     // SGLang's monitoring example: pprof; traces and logs.
@@ -88,7 +85,9 @@ const CASES: &[(&str, Expected)] = &[
 fn env(k: &str) -> Option<String> {
     let v = match k {
         "AWS_REGION" => "us-east-1",
-        "AWS_PROMETHEUS_ENDPOINT" => "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1/api/v1/remote_write",
+        "AWS_PROMETHEUS_ENDPOINT" => {
+            "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1/api/v1/remote_write"
+        }
         "MY_POD_IP" => "10.0.0.5",
         "AZMON_CLUSTER_LABEL" => "aks-east",
         _ => return None,

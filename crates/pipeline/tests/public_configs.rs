@@ -115,7 +115,9 @@ fn every_public_config_loads_or_is_refused_as_it_must_be() {
                 for w in &loaded.warnings {
                     assert!(w.line.is_some(), "{name}: warning without a line: {w:?}");
                 }
-                let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1 else { panic!("a prometheus receiver") };
+                let ReceiverConfig::Prometheus(p) = &loaded.config.receivers.0[0].1 else {
+                    panic!("a prometheus receiver")
+                };
                 let jobs = p.config.scrape_configs.len();
                 let files_jobs = if name.contains("scrape-config-files") { 1 } else { declared_jobs(text) };
                 assert_eq!(jobs, files_jobs, "{name}: every declared job is loaded");

@@ -186,7 +186,9 @@ pub async fn names(log: &LogArgs, path: &Path, target: Option<&str>) -> u8 {
                                 .collect(),
                         )
                     }
-                    ExporterConfig::PrometheusRemoteWrite(_) | ExporterConfig::Debug(_) | ExporterConfig::Prometheus(_) => {
+                    ExporterConfig::PrometheusRemoteWrite(_)
+                    | ExporterConfig::Debug(_)
+                    | ExporterConfig::Prometheus(_) => {
                         let rows = sc
                             .series
                             .iter()

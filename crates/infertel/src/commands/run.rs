@@ -27,7 +27,9 @@ pub async fn run(log: &LogArgs, path: &Path, watch_config: bool) -> u8 {
     // The agent's resource, as the Collector serves its own: `target_info`.
     let labels: Vec<(String, String)> = resource
         .iter()
-        .map(|(k, v)| (k.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect(), v.clone()))
+        .map(|(k, v)| {
+            (k.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect(), v.clone())
+        })
         .collect();
     let refs: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     telemetry.gauge("target_info", "Target metadata", &refs).set(1.0);

@@ -33,9 +33,11 @@ pub fn hint(section: &str, kind: &str) -> Option<&'static str> {
         ("receiver", "prometheus_simple" | "prometheussimple") => {
             "use the prometheus receiver with one static_configs target"
         }
-        ("receiver", "filelog" | "file_log" | "journald" | "syslog" | "jaeger" | "zipkin" | "fluentforward" | "tcplog" | "udplog") => {
-            BESIDE
-        }
+        (
+            "receiver",
+            "filelog" | "file_log" | "journald" | "syslog" | "jaeger" | "zipkin" | "fluentforward" | "tcplog"
+            | "udplog",
+        ) => BESIDE,
         ("processor", "k8sattributes" | "k8s_attributes") => {
             "pod metadata comes from kubernetes_sd_configs: its __meta_kubernetes_pod_* labels, kept with relabel_configs"
         }
@@ -45,7 +47,9 @@ pub fn hint(section: &str, kind: &str) -> Option<&'static str> {
         ("processor", "cumulativetodelta" | "cumulative_to_delta" | "deltatocumulative" | "delta_to_cumulative") => {
             "scraped counters are cumulative and remote write wants them so; there is nothing to convert"
         }
-        ("processor", "groupbyattrs" | "group_by_attrs") => "series are not grouped into resources here: nothing to regroup",
+        ("processor", "groupbyattrs" | "group_by_attrs") => {
+            "series are not grouped into resources here: nothing to regroup"
+        }
         ("processor", "probabilistic_sampler" | "tail_sampling" | "span" | "redaction") => BESIDE,
         ("exporter", "logging") => "the logging exporter became debug in the Collector: write debug",
         ("exporter", "loki" | "elasticsearch" | "zipkin" | "jaeger" | "kafka") => BESIDE,
@@ -61,7 +65,9 @@ pub fn hint(section: &str, kind: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     fn load(text: &str) -> Result<crate::config::Config, Vec<String>> {
-        crate::load_str("c.yaml", text, &|_| None).map(|l| l.config).map_err(|r| r.errors.iter().map(|e| e.to_string()).collect())
+        crate::load_str("c.yaml", text, &|_| None)
+            .map(|l| l.config)
+            .map_err(|r| r.errors.iter().map(|e| e.to_string()).collect())
     }
 
     #[test]
@@ -112,7 +118,10 @@ service:
         .err()
         .unwrap_or_default();
         let all = errors.join("\n");
-        assert!(all.contains("unknown processor type \"k8sattributes\"") && all.contains("kubernetes_sd_configs"), "{all}");
+        assert!(
+            all.contains("unknown processor type \"k8sattributes\"") && all.contains("kubernetes_sd_configs"),
+            "{all}"
+        );
         assert!(all.contains("this build knows: attributes, batch"), "{all}");
         assert!(all.contains("metricstransform") && all.contains("metric_relabel_configs"), "{all}");
     }

@@ -83,7 +83,13 @@ fn expand_line(
             if valid && (inner.starts_with("env:") || !inner.contains(':')) {
                 let value = match (lookup(name), default) {
                     (Some(v), None) => v,
-                    (Some(v), Some(d)) => if v.is_empty() { d.to_string() } else { v },
+                    (Some(v), Some(d)) => {
+                        if v.is_empty() {
+                            d.to_string()
+                        } else {
+                            v
+                        }
+                    }
                     (None, Some(d)) => d.to_string(),
                     (None, None) => {
                         warnings.push(ConfigIssue {
@@ -101,9 +107,8 @@ fn expand_line(
                 // empty string, not YAML's null.
                 let before = out.trim_end_matches([' ', '\t']);
                 let after = tail[end + 1..].trim_start_matches([' ', '\t']);
-                let dash_item = before
-                    .strip_suffix('-')
-                    .is_some_and(|b| b.is_empty() || b.ends_with([' ', '\t', '\n']));
+                let dash_item =
+                    before.strip_suffix('-').is_some_and(|b| b.is_empty() || b.ends_with([' ', '\t', '\n']));
                 let whole = (before.ends_with([':', '[', ',', '{']) || dash_item)
                     && (after.is_empty() || after.starts_with(['\n', '\r', ',', '}', ']', '#']));
                 if value.is_empty() && whole {
@@ -138,7 +143,11 @@ mod tests {
     #[test]
     fn an_empty_whole_value_is_the_empty_string() {
         let env = |k: &str| (k == "EMPTY").then(String::new);
-        let (s, w) = expand("f", "a: ${env:UNSET}\nb: [${EMPTY}, x]\nc: pre-${env:UNSET}-post\nd: {k: ${UNSET}}\ne: x-${UNSET}\n  - ${UNSET}\n", &env);
+        let (s, w) = expand(
+            "f",
+            "a: ${env:UNSET}\nb: [${EMPTY}, x]\nc: pre-${env:UNSET}-post\nd: {k: ${UNSET}}\ne: x-${UNSET}\n  - ${UNSET}\n",
+            &env,
+        );
         assert_eq!(s, "a: \"\"\nb: [\"\", x]\nc: pre--post\nd: {k: \"\"}\ne: x-\n  - \"\"\n");
         assert_eq!(w.len(), 5);
     }

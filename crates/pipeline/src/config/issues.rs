@@ -190,7 +190,11 @@ pub fn every_error(origin: &str, text: &str, root: &Value) -> Vec<ConfigIssue> {
                 // config's validation would.
                 for (_, pc) in &c.0 {
                     if let Err((key, message)) = pc.check() {
-                        let path = if key.is_empty() { format!("processors.{name}") } else { format!("processors.{name}.{key}") };
+                        let path = if key.is_empty() {
+                            format!("processors.{name}")
+                        } else {
+                            format!("processors.{name}.{key}")
+                        };
                         let (line, column) = locate_path(text, &path);
                         out.push(ConfigIssue { origin: origin.into(), line, column, path, message });
                     }
@@ -281,7 +285,8 @@ pub fn all_errors(origin: &str, text: &str, root: Option<&Value>, first: ConfigI
     for i in root.map(|r| every_error(origin, text, r)).unwrap_or_default() {
         // A bare section ("processors") is where serde stopped, not a place
         // that holds only this error.
-        let same_place = first_path.contains('.') && (first_path.starts_with(&i.path) || i.path.starts_with(&first_path));
+        let same_place =
+            first_path.contains('.') && (first_path.starts_with(&i.path) || i.path.starts_with(&first_path));
         let same_message = first_msg.contains(&i.message) || i.message.contains(&first_msg);
         let more_precise = i.path.starts_with(&first_path) && i.path.len() > first_path.len();
         if same_message && (first_path.is_empty() || more_precise) {

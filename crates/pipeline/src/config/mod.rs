@@ -825,12 +825,10 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
             crate::exporters::ExporterConfig::Prometheus(p) => p.warnings(),
             _ => Vec::new(),
         };
-        {
-            for (key, message) in warnings {
-                let path = format!("exporters.{id}.{key}");
-                let (line, column) = issues::locate_path(text, &path);
-                v.warnings.push(ConfigIssue { origin: origin.into(), line, column, path, message });
-            }
+        for (key, message) in warnings {
+            let path = format!("exporters.{id}.{key}");
+            let (line, column) = issues::locate_path(text, &path);
+            v.warnings.push(ConfigIssue { origin: origin.into(), line, column, path, message });
         }
     }
     // Files read when used (as Prometheus reads them): a warning now, a

@@ -31,7 +31,8 @@ pub enum ExporterConfig {
 
 impl ComponentKind for ExporterConfig {
     const SECTION: &'static str = "exporter";
-    const KNOWN: &'static [&'static str] = &["prometheusremotewrite", "debug", "otlp", "otlphttp", "prometheus", "file"];
+    const KNOWN: &'static [&'static str] =
+        &["prometheusremotewrite", "debug", "otlp", "otlphttp", "prometheus", "file"];
     fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
         match kind {
             "prometheusremotewrite" => Ok(ExporterConfig::PrometheusRemoteWrite(serde::Deserialize::deserialize(d)?)),

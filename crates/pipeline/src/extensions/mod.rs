@@ -9,8 +9,8 @@ pub mod health_check;
 pub mod sigv4auth;
 pub mod status;
 
-use crate::primitives::{ComponentKind, or_default};
 use crate::http::read_secret_file;
+use crate::primitives::{ComponentKind, or_default};
 use reqwest::header::HeaderValue;
 use serde::{Deserialize, Deserializer};
 use std::path::PathBuf;
@@ -193,7 +193,10 @@ impl ExtensionConfig {
     }
 
     pub fn is_authenticator(&self) -> bool {
-        matches!(self, ExtensionConfig::BasicAuth(_) | ExtensionConfig::BearerTokenAuth(_) | ExtensionConfig::SigV4Auth(_))
+        matches!(
+            self,
+            ExtensionConfig::BasicAuth(_) | ExtensionConfig::BearerTokenAuth(_) | ExtensionConfig::SigV4Auth(_)
+        )
     }
 
     /// Server side: whether an `Authorization` header (the value of the

@@ -243,7 +243,9 @@ impl Service {
                 ),
                 None => None,
             };
-            if matches!(auth, Some(ExtensionConfig::SigV4Auth(_))) && !matches!(ec, ExporterConfig::PrometheusRemoteWrite(_)) {
+            if matches!(auth, Some(ExtensionConfig::SigV4Auth(_)))
+                && !matches!(ec, ExporterConfig::PrometheusRemoteWrite(_))
+            {
                 return Err(format!(
                     "exporter {id}: sigv4auth signs remote-write requests (Amazon Managed Prometheus): use it with prometheusremotewrite"
                 ));
@@ -338,7 +340,8 @@ impl Service {
                                 ProcessorTask::None,
                             ),
                             ProcessorConfig::ResourceDetection(c) => (
-                                c.build(id.to_string(), out, &telemetry, dry).map_err(|e| format!("processor {id}: {e}"))?,
+                                c.build(id.to_string(), out, &telemetry, dry)
+                                    .map_err(|e| format!("processor {id}: {e}"))?,
                                 ProcessorTask::None,
                             ),
                             ProcessorConfig::Filter(c) => (

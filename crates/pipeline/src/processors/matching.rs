@@ -78,8 +78,10 @@ const NOT_FOR_METRICS: &[&str] =
 const EXPR: &str = "expressions belong to match_type \"expr\", which is not supported: write them as OTTL conditions (metrics.metric, metrics.datapoint)";
 
 fn refusals(extra: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
-    let mut v: Vec<(&str, &str)> =
-        NOT_FOR_METRICS.iter().map(|k| (*k, "should not be specified for metrics (infertel carries metrics)")).collect();
+    let mut v: Vec<(&str, &str)> = NOT_FOR_METRICS
+        .iter()
+        .map(|k| (*k, "should not be specified for metrics (infertel carries metrics)"))
+        .collect();
     v.push(("expressions", EXPR));
     v.extend_from_slice(extra);
     v
@@ -96,7 +98,10 @@ pub fn deserialize_match<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Optio
 /// Reads a `filter` processor's `metrics.include`/`exclude`.
 pub fn deserialize_metric_match<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<MatchConfig>, D::Error> {
     let Some(v) = Option::<serde_yaml::Value>::deserialize(d)? else { return Ok(None) };
-    let point = ("attributes", "data point attributes are not matched by the legacy filter: write an OTTL datapoint condition (metrics.datapoint)");
+    let point = (
+        "attributes",
+        "data point attributes are not matched by the legacy filter: write an OTTL datapoint condition (metrics.datapoint)",
+    );
     crate::processors::refusing::<MetricMatchConfig>(v, &refusals(&[point]))
         .map(|c| Some(c.into()))
         .map_err(serde::de::Error::custom)
@@ -138,7 +143,11 @@ impl Matcher {
     /// Errors are `(key, message)` relative to the match block.
     pub fn compile(c: &MatchConfig, with_attributes: bool) -> Result<Matcher, (String, String)> {
         if !with_attributes && !c.attributes.is_empty() {
-            return Err(("attributes".into(), "data point attributes are not matched here: write an OTTL datapoint condition (metrics.datapoint)".into()));
+            return Err((
+                "attributes".into(),
+                "data point attributes are not matched here: write an OTTL datapoint condition (metrics.datapoint)"
+                    .into(),
+            ));
         }
         let regexp = match c.match_type.as_str() {
             "strict" => false,
@@ -251,7 +260,9 @@ mod tests {
         let refused: Result<Option<MatchConfig>, _> = deserialize_match(serde_yaml::Value::from(
             serde_yaml::from_str::<serde_yaml::Value>("{match_type: strict, span_names: [a]}").expect("yaml"),
         ));
-        assert!(refused.err().is_some_and(|e| e.to_string().contains("span_names: should not be specified for metrics")));
+        assert!(
+            refused.err().is_some_and(|e| e.to_string().contains("span_names: should not be specified for metrics"))
+        );
         assert_eq!(m("{match_type: expr, metric_names: [a]}", false).err().map(|e| e.0), Some("match_type".into()));
         assert_eq!(m("{metric_names: [a]}", false).err().map(|e| e.0), Some("match_type".into()));
         assert_eq!(

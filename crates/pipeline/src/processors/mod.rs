@@ -32,8 +32,16 @@ pub enum ProcessorConfig {
 
 impl ComponentKind for ProcessorConfig {
     const SECTION: &'static str = "processor";
-    const KNOWN: &'static [&'static str] =
-        &["attributes", "batch", "filter", "inference", "memory_limiter", "preserve_names", "resource", "resourcedetection"];
+    const KNOWN: &'static [&'static str] = &[
+        "attributes",
+        "batch",
+        "filter",
+        "inference",
+        "memory_limiter",
+        "preserve_names",
+        "resource",
+        "resourcedetection",
+    ];
     fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
         match kind {
             "attributes" => Ok(ProcessorConfig::Attributes(or_default(d)?)),

@@ -386,7 +386,10 @@ fn a_refreshed_resource_applies_to_the_next_batches() {
     let cfg = super::resourcedetection::ResourceDetectionConfig::default();
     let out = Arc::new(Capture::default());
     let p = cfg.build("resourcedetection".into(), out.clone(), &Telemetry::new(), true).unwrap();
-    let batch = || Batch { series: vec![series(&[("__name__", "x"), ("job", "vllm"), ("instance", "h:1")], 1.0)], metadata: vec![] };
+    let batch = || Batch {
+        series: vec![series(&[("__name__", "x"), ("job", "vllm"), ("instance", "h:1")], 1.0)],
+        metadata: vec![],
+    };
     run(p.as_ref(), batch());
     assert_eq!(out.last().series[0].labels.get("host_name"), None, "a dry build detects nothing");
     p.replace(vec![("host.name".into(), "gpu-1".into())]);

@@ -2,8 +2,8 @@
 //! `retry_on_failure`, `sending_queue`, `tls`, `auth`; and the backoff they
 //! drive.
 
-use crate::primitives::Duration;
 use crate::http::TlsSettings;
+use crate::primitives::Duration;
 use serde::Deserialize;
 use std::path::PathBuf;
 

@@ -117,18 +117,29 @@ pub fn record(req: &ExportMetricsServiceRequest, cfg: &super::config::FileConfig
 #[cfg(test)]
 mod tests {
     use super::*;
-    use infertel_otlp::opentelemetry_proto::tonic::metrics::v1::{Gauge, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics};
+    use infertel_otlp::opentelemetry_proto::tonic::metrics::v1::{
+        Gauge, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics,
+    };
 
     #[test]
     fn non_finite_values_are_protobufs_json_strings() {
-        let point = |v: f64| NumberDataPoint { value: Some(number_data_point::Value::AsDouble(v)), time_unix_nano: 1, ..Default::default() };
+        let point = |v: f64| NumberDataPoint {
+            value: Some(number_data_point::Value::AsDouble(v)),
+            time_unix_nano: 1,
+            ..Default::default()
+        };
         let req = ExportMetricsServiceRequest {
             resource_metrics: vec![ResourceMetrics {
                 scope_metrics: vec![ScopeMetrics {
                     metrics: vec![Metric {
                         name: "g".into(),
                         data: Some(metric::Data::Gauge(Gauge {
-                            data_points: vec![point(f64::NAN), point(f64::INFINITY), point(f64::NEG_INFINITY), point(2.5)],
+                            data_points: vec![
+                                point(f64::NAN),
+                                point(f64::INFINITY),
+                                point(f64::NEG_INFINITY),
+                                point(2.5),
+                            ],
                         })),
                         ..Default::default()
                     }],

@@ -66,7 +66,8 @@ impl FileExporter {
 
     fn write(&self, batch: &Batch, naming: Naming) {
         self.shared.observe(batch);
-        let Some(req) = self.builder.lock().unwrap_or_else(|p| p.into_inner()).build(&self.shared, batch, naming) else {
+        let Some(req) = self.builder.lock().unwrap_or_else(|p| p.into_inner()).build(&self.shared, batch, naming)
+        else {
             return;
         };
         let result = encode::record(&req.body, &self.cfg).and_then(|bytes| {

@@ -34,7 +34,12 @@ fn open(path: &Path, append: bool) -> Result<(File, u64), String> {
     }
     let first = opened().lock().unwrap_or_else(|p| p.into_inner()).insert(path.to_path_buf());
     if !append && first {
-        OpenOptions::new().write(true).create(true).truncate(true).open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
     }
     let f = OpenOptions::new().create(true).append(true).open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let size = f.metadata().map(|m| m.len()).unwrap_or(0);
@@ -189,7 +194,10 @@ mod tests {
         // contrib's README example: data.json → data-2022-09-14T05-02-14.173.json
         let ms = 1_663_131_734_173;
         assert_eq!(timestamp(ms, false), "2022-09-14T05-02-14.173");
-        assert_eq!(backup_name(Path::new("/d/data.json"), "2022-09-14T05-02-14.173"), PathBuf::from("/d/data-2022-09-14T05-02-14.173.json"));
+        assert_eq!(
+            backup_name(Path::new("/d/data.json"), "2022-09-14T05-02-14.173"),
+            PathBuf::from("/d/data-2022-09-14T05-02-14.173.json")
+        );
         assert_eq!(backup_name(Path::new("/d/metrics"), "X"), PathBuf::from("/d/metrics-X"));
         assert_eq!(timestamp(0, false), "1970-01-01T00-00-00.000");
         assert_eq!(timestamp(951_782_400_000, false), "2000-02-29T00-00-00.000");

@@ -1,7 +1,7 @@
 //! `exporters.otlp` (gRPC): keys shaped like the Collector's `otlp` exporter.
 
-use crate::primitives::Duration;
 use crate::exporters::shared::{AuthRef, ExporterTls, QueueConfig, RetryConfig};
+use crate::primitives::Duration;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 

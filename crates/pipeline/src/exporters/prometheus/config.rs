@@ -1,7 +1,7 @@
 //! The `prometheus` exporter's config, contrib's `prometheusexporter` keys.
 
-use crate::primitives::Duration;
 use crate::exporters::prometheusremotewrite::config::Toggle;
+use crate::primitives::Duration;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 

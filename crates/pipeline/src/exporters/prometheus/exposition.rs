@@ -12,6 +12,7 @@
 //! their own gauges in the text format.
 
 use super::store::{Latest, Store};
+use infertel_exposition::format_value;
 use infertel_model::{Labels, METRIC_NAME, MetricType};
 use infertel_otlp::Role;
 use std::collections::BTreeMap;
@@ -177,24 +178,13 @@ fn write_sample(out: &mut String, labels: &Labels, latest: &Latest, o: &Options)
     out.push_str(&format_value(latest.value));
     if o.send_timestamps {
         if o.openmetrics {
-            let _ = write!(out, " {}.{:03}", latest.timestamp_ms.div_euclid(1000), latest.timestamp_ms.rem_euclid(1000));
+            let _ =
+                write!(out, " {}.{:03}", latest.timestamp_ms.div_euclid(1000), latest.timestamp_ms.rem_euclid(1000));
         } else {
             let _ = write!(out, " {}", latest.timestamp_ms);
         }
     }
     out.push('\n');
-}
-
-pub fn format_value(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v == f64::INFINITY {
-        "+Inf".into()
-    } else if v == f64::NEG_INFINITY {
-        "-Inf".into()
-    } else {
-        format!("{v}")
-    }
 }
 
 fn escape_value(out: &mut String, v: &str) {
@@ -280,7 +270,10 @@ mod tests {
         let o = Options { namespace: "gpu", const_labels: &none, send_timestamps: true, openmetrics: true };
         let (page, _) = render(&st, &o);
         assert!(page.contains("# TYPE gpu_vllm:prompt_tokens counter\ngpu_vllm:prompt_tokens_total{model_name=\"m\"} 1234 1700000000.123\n"), "{page}");
-        assert!(page.contains("# TYPE gpu_tgi_request_count unknown\ngpu_tgi_request_count 4 1700000000.123\n"), "{page}");
+        assert!(
+            page.contains("# TYPE gpu_tgi_request_count unknown\ngpu_tgi_request_count 4 1700000000.123\n"),
+            "{page}"
+        );
         assert!(page.contains("gpu_weird_label{path=\"a\\\\b \\\"c\\\"\\n\"} 1"), "{page}");
         assert!(page.ends_with("# EOF\n"));
         // The OpenMetrics parser (the conformance suite's) takes it.

@@ -41,8 +41,7 @@ impl Shared {
         let old = prev.store.lock().unwrap_or_else(|p| p.into_inner());
         let mut new = self.store.lock().unwrap_or_else(|p| p.into_inner());
         new.series = old.series.clone();
-        new.families = old.families.clone();
-        new.metadata.update(&old.families);
+        new.metadata = old.metadata.clone();
     }
 
     fn page(&self, openmetrics: bool) -> String {
@@ -138,7 +137,10 @@ mod tests {
         let addr = free();
         let tls = Some(ServerTls { cert_file: testdata("client.pem"), key_file: testdata("client-key.pem") });
         let a = PrometheusExporter::new("prometheus".into(), cfg(addr.clone(), tls.clone()), &t, true).unwrap();
-        let s = Series { labels: Labels::from_pairs([("__name__", "x"), ("k", "v")]), samples: vec![Sample { timestamp_ms: 1, value: 2.5 }] };
+        let s = Series {
+            labels: Labels::from_pairs([("__name__", "x"), ("k", "v")]),
+            samples: vec![Sample { timestamp_ms: 1, value: 2.5 }],
+        };
         a.consume(Batch { series: vec![s], metadata: vec![] }).await;
         let c = reqwest::Client::builder().danger_accept_invalid_certs(true).build().unwrap();
         let body = c.get(format!("https://{addr}/metrics")).send().await.unwrap().text().await.unwrap();

@@ -64,7 +64,9 @@ impl Endpoint {
             std::net::TcpListener::bind(addr).map_err(|e| format!("endpoint {addr}: cannot listen: {e}"))?;
         std_listener.set_nonblocking(true).map_err(|e| format!("endpoint {addr}: {e}"))?;
         let tls = match &cfg.tls {
-            Some(t) => Some(Arc::new(crate::http::server_config(&t.cert_file, &t.key_file).map_err(|e| format!("tls: {e}"))?)),
+            Some(t) => {
+                Some(Arc::new(crate::http::server_config(&t.cert_file, &t.key_file).map_err(|e| format!("tls: {e}"))?))
+            }
             None => None,
         };
         let e = Arc::new(Endpoint {
@@ -74,9 +76,7 @@ impl Endpoint {
         });
         let _guard = rt.enter();
         let listener = tokio::net::TcpListener::from_std(std_listener).map_err(|e| format!("endpoint {addr}: {e}"))?;
-        let app = axum::Router::new()
-            .route("/metrics", axum::routing::get(metrics))
-            .with_state(Arc::downgrade(&e));
+        let app = axum::Router::new().route("/metrics", axum::routing::get(metrics)).with_state(Arc::downgrade(&e));
         let scheme = if tls.is_some() { "https" } else { "http" };
         tracing::info!(exporter = %shared.id, "prometheus exporter: serving {scheme}://{}/metrics", listener.local_addr().map(|a| a.to_string()).unwrap_or_default());
         let task = rt.spawn(async move {

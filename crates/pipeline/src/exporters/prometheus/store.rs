@@ -6,7 +6,7 @@
 //! next written, counted in
 //! `infertel_exporter_prometheus_expired_series_total{exporter}`.
 
-use infertel_model::{Batch, Labels, Metadata, is_stale_nan};
+use infertel_model::{Batch, Labels, is_stale_nan};
 use infertel_otlp::MetadataStore;
 use rustc_hash::FxHashMap;
 use std::time::{Duration, Instant};
@@ -22,23 +22,11 @@ pub struct Latest {
 pub struct Store {
     pub series: FxHashMap<Labels, Latest>,
     pub metadata: MetadataStore,
-    /// Every family's metadata received, to hand on to a successor.
-    pub families: Vec<Metadata>,
 }
 
 impl Store {
     pub fn apply(&mut self, batch: &Batch, now: Instant) {
-        if !batch.metadata.is_empty() {
-            if batch.metadata.iter().any(|m| self.metadata.get(&m.family) != Some(m)) {
-                for m in &batch.metadata {
-                    match self.families.iter_mut().find(|f| f.family == m.family) {
-                        Some(f) => *f = m.clone(),
-                        None => self.families.push(m.clone()),
-                    }
-                }
-            }
-            self.metadata.update(&batch.metadata);
-        }
+        self.metadata.update(&batch.metadata);
         for s in &batch.series {
             // The newest sample of the batch; samples are oldest first.
             let Some(last) = s.samples.iter().max_by_key(|x| x.timestamp_ms) else { continue };
@@ -87,7 +75,10 @@ mod tests {
         let a = s.series[&Labels::from_pairs([("__name__", "a")])];
         assert_eq!((a.value, a.timestamp_ms), (3.0, 2000));
         assert_eq!(s.expire(Duration::from_secs(5), t0 + Duration::from_secs(12)), 1, "b was last seen at t0");
-        s.apply(&Batch { series: vec![series("a", stale_nan(), 3000)], metadata: vec![] }, t0 + Duration::from_secs(13));
+        s.apply(
+            &Batch { series: vec![series("a", stale_nan(), 3000)], metadata: vec![] },
+            t0 + Duration::from_secs(13),
+        );
         assert!(s.series.is_empty());
     }
 }

@@ -1,9 +1,9 @@
 //! `exporters.prometheusremotewrite`: keys shaped like the Collector's
 //! exporter of the same name.
 
-use crate::primitives::{ByteSize, Duration};
 use crate::exporters::probe::StartupCheck;
 use crate::exporters::shared::{AuthRef, ExporterTls, QueueConfig, RetryConfig};
+use crate::primitives::{ByteSize, Duration};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 

@@ -70,7 +70,8 @@ async fn base(cfg: &SigV4Config, env: Env<'_>) -> Result<Credentials, String> {
         });
     }
     if let (Some(file), Some(role)) = (env("AWS_WEB_IDENTITY_TOKEN_FILE"), env("AWS_ROLE_ARN")) {
-        let token = std::fs::read_to_string(&file).map_err(|e| format!("sigv4auth: AWS_WEB_IDENTITY_TOKEN_FILE {file}: {e}"))?;
+        let token = std::fs::read_to_string(&file)
+            .map_err(|e| format!("sigv4auth: AWS_WEB_IDENTITY_TOKEN_FILE {file}: {e}"))?;
         let session = env("AWS_ROLE_SESSION_NAME").unwrap_or_else(|| "infertel".into());
         let region = env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION")).unwrap_or_else(|| cfg.region.clone());
         return web_identity(token.trim(), &role, &session, &region, env).await;
@@ -84,8 +85,9 @@ async fn base(cfg: &SigV4Config, env: Env<'_>) -> Result<Credentials, String> {
     };
     let profile = env("AWS_PROFILE").unwrap_or_else(|| "default".into());
     match std::fs::read_to_string(&path) {
-        Ok(text) => profile_credentials(&text, &profile)
-            .ok_or_else(|| format!("sigv4auth: {}: no aws_access_key_id/aws_secret_access_key in profile [{profile}]", path.display())),
+        Ok(text) => profile_credentials(&text, &profile).ok_or_else(|| {
+            format!("sigv4auth: {}: no aws_access_key_id/aws_secret_access_key in profile [{profile}]", path.display())
+        }),
         Err(_) => Err(no_credentials()),
     }
 }
@@ -139,7 +141,13 @@ fn client() -> Result<reqwest::Client, String> {
     reqwest::Client::builder().timeout(Duration::from_secs(10)).build().map_err(|e| format!("sigv4auth: {e}"))
 }
 
-async fn web_identity(token: &str, role: &str, session: &str, region: &str, env: Env<'_>) -> Result<Credentials, String> {
+async fn web_identity(
+    token: &str,
+    role: &str,
+    session: &str,
+    region: &str,
+    env: Env<'_>,
+) -> Result<Credentials, String> {
     let body = form(&[
         ("Action", "AssumeRoleWithWebIdentity"),
         ("Version", "2011-06-15"),
@@ -158,11 +166,27 @@ async fn web_identity(token: &str, role: &str, session: &str, region: &str, env:
     read_sts(resp, "AssumeRoleWithWebIdentity").await
 }
 
-async fn assume_role(base: &Credentials, arn: &str, session: &str, region: &str, env: Env<'_>) -> Result<Credentials, String> {
-    let body = form(&[("Action", "AssumeRole"), ("Version", "2011-06-15"), ("RoleArn", arn), ("RoleSessionName", session)]);
+async fn assume_role(
+    base: &Credentials,
+    arn: &str,
+    session: &str,
+    region: &str,
+    env: Env<'_>,
+) -> Result<Credentials, String> {
+    let body =
+        form(&[("Action", "AssumeRole"), ("Version", "2011-06-15"), ("RoleArn", arn), ("RoleSessionName", session)]);
     let url = format!("{}/", sts_endpoint(region, env));
     let ct = "application/x-www-form-urlencoded";
-    let signed = super::sign_with(base, region, "sts", "POST", &url, &[("content-type", ct)], body.as_bytes(), SystemTime::now())?;
+    let signed = super::sign_with(
+        base,
+        region,
+        "sts",
+        "POST",
+        &url,
+        &[("content-type", ct)],
+        body.as_bytes(),
+        SystemTime::now(),
+    )?;
     let mut req = client()?.post(&url).header("Content-Type", ct);
     for (k, v) in signed {
         req = req.header(k, v);
@@ -186,7 +210,9 @@ async fn read_sts(resp: reqwest::Response, action: &str) -> Result<Credentials, 
         let msg = tag(&text, "Message").unwrap_or(text.as_str());
         return Err(format!("sigv4auth: STS {action}: HTTP {status} {code}: {msg}"));
     }
-    let get = |n: &str| tag(&text, n).map(str::to_string).ok_or_else(|| format!("sigv4auth: STS {action}: no {n} in the answer"));
+    let get = |n: &str| {
+        tag(&text, n).map(str::to_string).ok_or_else(|| format!("sigv4auth: STS {action}: no {n} in the answer"))
+    };
     Ok(Credentials {
         access_key_id: get("AccessKeyId")?,
         secret_access_key: get("SecretAccessKey")?,

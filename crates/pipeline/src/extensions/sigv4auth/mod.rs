@@ -67,7 +67,10 @@ fn aps() -> String {
 impl SigV4Config {
     pub fn validate(&self) -> Result<(), String> {
         if self.region.is_empty() {
-            return Err("sigv4auth: region is required (the Amazon Managed Prometheus workspace's region, e.g. us-east-1)".into());
+            return Err(
+                "sigv4auth: region is required (the Amazon Managed Prometheus workspace's region, e.g. us-east-1)"
+                    .into(),
+            );
         }
         if self.service.is_empty() {
             return Err("sigv4auth: service must not be empty (aps for Amazon Managed Prometheus)".into());
@@ -76,7 +79,10 @@ impl SigV4Config {
             && !a.arn.is_empty()
             && !a.arn.starts_with("arn:")
         {
-            return Err(format!("sigv4auth: assume_role.arn {:?} is not an ARN (arn:aws:iam::ACCOUNT:role/NAME)", a.arn));
+            return Err(format!(
+                "sigv4auth: assume_role.arn {:?} is not an ARN (arn:aws:iam::ACCOUNT:role/NAME)",
+                a.arn
+            ));
         }
         Ok(())
     }

@@ -43,7 +43,17 @@ fn the_aws_test_suite_vectors() {
 #[test]
 fn temporary_credentials_add_the_session_token() {
     let c = Credentials { session_token: Some("tok".into()), ..suite_creds() };
-    let h = sign_with(&c, "us-east-1", "aps", "POST", "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1/api/v1/remote_write", &[("content-type", "application/x-protobuf")], b"x", suite_time()).unwrap();
+    let h = sign_with(
+        &c,
+        "us-east-1",
+        "aps",
+        "POST",
+        "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1/api/v1/remote_write",
+        &[("content-type", "application/x-protobuf")],
+        b"x",
+        suite_time(),
+    )
+    .unwrap();
     assert!(h.iter().any(|(k, v)| k.eq_ignore_ascii_case("x-amz-security-token") && v == "tok"), "{h:?}");
     let auth = &h.iter().find(|(k, _)| k.eq_ignore_ascii_case("authorization")).unwrap().1;
     assert!(auth.contains("/us-east-1/aps/aws4_request") && auth.contains("content-type"), "{auth}");

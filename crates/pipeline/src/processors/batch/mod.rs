@@ -2,8 +2,8 @@
 //! `send_batch_size` is reached or `timeout` passes since the first buffered
 //! one, then passes them on; `send_batch_max_size` caps a batch.
 
-use crate::primitives::Duration;
 use crate::consumer::{BoxFuture, Consumer};
+use crate::primitives::Duration;
 use infertel_model::Batch;
 use serde::Deserialize;
 use std::sync::{Arc, Mutex};

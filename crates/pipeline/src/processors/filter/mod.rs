@@ -50,8 +50,16 @@ pub struct FilterConfig {
 }
 
 /// contrib's keys for the other signals.
-const OTHER_SIGNALS: &[&str] =
-    &["logs", "traces", "spans", "profiles", "log_conditions", "trace_conditions", "span_conditions", "profile_conditions"];
+const OTHER_SIGNALS: &[&str] = &[
+    "logs",
+    "traces",
+    "spans",
+    "profiles",
+    "log_conditions",
+    "trace_conditions",
+    "span_conditions",
+    "profile_conditions",
+];
 
 impl FilterConfig {
     /// Reads the config, refusing the other signals' keys by name.

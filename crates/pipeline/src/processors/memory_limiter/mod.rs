@@ -37,8 +37,8 @@
 //! resumption are logged. Only a scrape already in flight when the limit is
 //! crossed reaches the limiter and is refused there.
 
-use crate::primitives::Duration;
 use crate::consumer::{BoxFuture, Consumer};
+use crate::primitives::Duration;
 use crate::telemetry::{Counter, Gauge, Telemetry};
 use infertel_model::Batch;
 use serde::Deserialize;

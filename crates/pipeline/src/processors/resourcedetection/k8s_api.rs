@@ -81,7 +81,10 @@ impl K8sApiConfig {
 async fn client(cfg: &K8sApiConfig) -> Result<kube::Client, String> {
     let config = match cfg.auth_type.as_deref().unwrap_or("serviceAccount") {
         "kubeConfig" => {
-            let opts = kube::config::KubeConfigOptions { context: cfg.context.clone().filter(|c| !c.is_empty()), ..Default::default() };
+            let opts = kube::config::KubeConfigOptions {
+                context: cfg.context.clone().filter(|c| !c.is_empty()),
+                ..Default::default()
+            };
             kube::Config::from_kubeconfig(&opts).await.map_err(|e| format!("kubeconfig: {e}"))?
         }
         "none" => {

@@ -19,8 +19,8 @@ pub mod env;
 pub mod k8s_api;
 pub mod system;
 
-use crate::primitives::Duration;
 use crate::consumer::{BoxFuture, Consumer};
+use crate::primitives::Duration;
 use crate::processors::actions::{self, ActionConfig};
 use crate::processors::rewrite::{Rewrite, Scope};
 use crate::telemetry::Telemetry;
@@ -173,7 +173,9 @@ impl ResourceDetectionConfig {
                     "system" => system::detect(&self.system).await,
                     "k8s_api" => k8s_api::detect(&self.k8s_api, env).await,
                     "k8snode" => {
-                        tracing::warn!("resourcedetection: the k8snode detector name is deprecated, use k8s_api instead");
+                        tracing::warn!(
+                            "resourcedetection: the k8snode detector name is deprecated, use k8s_api instead"
+                        );
                         k8s_api::detect(&self.k8snode, env).await
                     }
                     other => Err(format!("invalid detector key: {other}")),
@@ -221,7 +223,8 @@ impl ResourceDetectionConfig {
         // `validate` and `check` do not detect: they touch no network.
         let found = if dry { Vec::new() } else { block_on(self.detect(&|k| std::env::var(k).ok()))?? };
         tracing::info!(processor = %id, "resource detected: {}", describe(&found));
-        let rewrite = Rewrite::new(id.clone(), Scope::Resource, self.actions(&found)?, None, None, next.clone(), telemetry);
+        let rewrite =
+            Rewrite::new(id.clone(), Scope::Resource, self.actions(&found)?, None, None, next.clone(), telemetry);
         let p = Arc::new(ResourceDetection {
             id,
             cfg: self.clone(),
@@ -297,11 +300,21 @@ impl ResourceDetection {
         match self.cfg.actions(&found) {
             Ok(list) => {
                 tracing::info!(processor = %self.id, "resource changed: {}", describe(&found));
-                let r = Rewrite::new(self.id.clone(), Scope::Resource, list, None, None, self.next.clone(), &self.telemetry);
+                let r = Rewrite::new(
+                    self.id.clone(),
+                    Scope::Resource,
+                    list,
+                    None,
+                    None,
+                    self.next.clone(),
+                    &self.telemetry,
+                );
                 *self.current.write().unwrap_or_else(|p| p.into_inner()) = r;
                 *self.found.write().unwrap_or_else(|p| p.into_inner()) = found;
             }
-            Err(e) => tracing::warn!(processor = %self.id, "resource refresh gave unusable attributes, the last resource stays: {e}"),
+            Err(e) => {
+                tracing::warn!(processor = %self.id, "resource refresh gave unusable attributes, the last resource stays: {e}")
+            }
         }
     }
 }
@@ -344,7 +357,10 @@ mod tests {
                 .unwrap_err()
                 .contains("unknown field `detector`")
         );
-        assert_eq!(cfg("{detectors: [k8s_api], k8s_api: {auth_type: kubeconfig}}").check().unwrap_err().0, "k8s_api.auth_type");
+        assert_eq!(
+            cfg("{detectors: [k8s_api], k8s_api: {auth_type: kubeconfig}}").check().unwrap_err().0,
+            "k8s_api.auth_type"
+        );
     }
 
     #[tokio::test]

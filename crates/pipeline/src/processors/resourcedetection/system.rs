@@ -93,7 +93,9 @@ impl SystemConfig {
             if !built && set.is_some_and(|e| e.enabled) {
                 return Err((
                     format!("resource_attributes.{k}.enabled"),
-                    format!("{k} is not built yet; the system detector here gives host.name, os.type, host.id, host.arch and os.description"),
+                    format!(
+                        "{k} is not built yet; the system detector here gives host.name, os.type, host.id, host.arch and os.description"
+                    ),
                 ));
             }
         }
@@ -298,7 +300,8 @@ mod tests {
     #[test]
     fn attributes_are_checked_against_contribs_list() {
         let cfg: SystemConfig =
-            serde_yaml::from_str("{hostname_sources: [os, dns], resource_attributes: {host.id: {enabled: true}}}").unwrap();
+            serde_yaml::from_str("{hostname_sources: [os, dns], resource_attributes: {host.id: {enabled: true}}}")
+                .unwrap();
         assert!(cfg.check().is_ok());
         assert!(cfg.enabled("host.id") && cfg.enabled("host.name") && !cfg.enabled("host.arch"));
         let bad: SystemConfig = serde_yaml::from_str("{hostname_sources: [etc]}").unwrap();

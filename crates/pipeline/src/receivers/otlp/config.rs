@@ -3,8 +3,8 @@
 //! Prometheus series (`otlp_translation_strategy`, `delta`, `max_stale`),
 //! named as Prometheus names them.
 
-use crate::primitives::Duration;
 use crate::http::ServerTls;
+use crate::primitives::Duration;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize, Clone, PartialEq, Default)]
@@ -229,7 +229,9 @@ impl OtlpReceiverConfig {
     pub fn validate(&self) -> Result<(), String> {
         let p = &self.protocols;
         if p.grpc.is_none() && p.http.is_none() {
-            return Err("protocols: must specify at least one protocol when using the OTLP receiver (grpc, http)".into());
+            return Err(
+                "protocols: must specify at least one protocol when using the OTLP receiver (grpc, http)".into()
+            );
         }
         if let Some(g) = &p.grpc {
             crate::primitives::listen_addr(&g.endpoint).map_err(|e| format!("protocols.grpc.endpoint {e}"))?;

@@ -117,7 +117,8 @@ mod tests {
     #[test]
     fn histograms_add_bucket_by_bucket_until_the_bounds_change() {
         let mut d = Deltas::new(300_000, 10);
-        let h = |b: Vec<f64>, c: Vec<u64>, sum: f64| Total::Histogram { count: c.iter().sum(), bounds: b, counts: c, sum };
+        let h =
+            |b: Vec<f64>, c: Vec<u64>, sum: f64| Total::Histogram { count: c.iter().sum(), bounds: b, counts: c, sum };
         d.add(7, 1, h(vec![1.0, 2.0], vec![1, 0, 2], 5.0), 0).unwrap();
         let t = d.add(7, 2, h(vec![1.0, 2.0], vec![0, 3, 1], 4.0), 0).unwrap();
         assert_eq!(t, h(vec![1.0, 2.0], vec![1, 3, 3], 9.0));

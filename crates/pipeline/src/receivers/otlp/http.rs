@@ -132,18 +132,25 @@ async fn export(State(ctx): State<Arc<Ctx>>, headers: HeaderMap, body: Bytes) ->
                 3,
                 format!("{ct:?} is not supported, supported types: [application/json application/x-protobuf]"),
             );
-            r.headers_mut().insert(header::ACCEPT, HeaderValue::from_static("application/x-protobuf, application/json"));
+            r.headers_mut()
+                .insert(header::ACCEPT, HeaderValue::from_static("application/x-protobuf, application/json"));
             return cors_headers(r, &ctx.cfg.cors, &headers);
         }
     };
     let limit = ctx.cfg.max_request_body_size;
-    let encoding = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok()).unwrap_or("").trim().to_ascii_lowercase();
+    let encoding =
+        headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok()).unwrap_or("").trim().to_ascii_lowercase();
     let raw = match decompress(&encoding, &body, limit) {
         Ok(b) => b,
         Err(e) if e == "too large" => {
             ctx.ingest.refused("http", "too_large");
             return cors_headers(
-                error(StatusCode::PAYLOAD_TOO_LARGE, enc, 8, format!("the request body is over max_request_body_size ({limit} bytes)")),
+                error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    enc,
+                    8,
+                    format!("the request body is over max_request_body_size ({limit} bytes)"),
+                ),
                 &ctx.cfg.cors,
                 &headers,
             );

@@ -198,16 +198,7 @@ pub fn label_name(key: &str, strategy: Strategy) -> Result<String, String> {
 }
 
 /// A bucket bound or quantile as Prometheus writes it (Go's `'f', -1`).
-pub fn plain_float(v: f64) -> String {
-    if v.is_infinite() {
-        return if v > 0.0 { "+Inf".into() } else { "-Inf".into() };
-    }
-    if v.is_nan() {
-        return "NaN".into();
-    }
-    // Rust's Display is the shortest round-trip digits without exponent.
-    format!("{v}")
-}
+pub use infertel_exposition::format_value as plain_float;
 
 #[cfg(test)]
 mod tests {
@@ -272,12 +263,18 @@ mod tests {
             metric_name("@#$%", "", Gauge, S).unwrap_err(),
             "normalization for metric \"@#$%\" resulted in empty name"
         );
-        assert_eq!(metric_name("http.request.duration", "ms", Histogram, NoTranslation).unwrap(), "http.request.duration");
+        assert_eq!(
+            metric_name("http.request.duration", "ms", Histogram, NoTranslation).unwrap(),
+            "http.request.duration"
+        );
         let w = UnderscoreEscapingWithoutSuffixes;
         assert_eq!(metric_name("metric@with#special$chars", "", Gauge, w).unwrap(), "metric_with_special_chars");
         assert_eq!(metric_name("123metric", "", Gauge, w).unwrap(), "_123metric");
         assert_eq!(metric_name("metric@@##$$name", "", Gauge, w).unwrap(), "metric_name");
-        assert_eq!(metric_name("@_#_$_%", "", Gauge, w).unwrap_err(), "normalization for metric \"@_#_$_%\" resulted in invalid name \"_____\"");
+        assert_eq!(
+            metric_name("@_#_$_%", "", Gauge, w).unwrap_err(),
+            "normalization for metric \"@_#_$_%\" resulted in invalid name \"_____\""
+        );
     }
 
     /// label_namer_test.go, in Prometheus' default mode (underscore

@@ -98,7 +98,8 @@ fn base64(b: &[u8]) -> String {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut s = String::with_capacity(b.len().div_ceil(3) * 4);
     for c in b.chunks(3) {
-        let n = (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
+        let n =
+            (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
         for i in 0..4 {
             if i <= c.len() {
                 s.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
@@ -162,8 +163,10 @@ impl Translator {
                 _ => None,
             };
             let instance = text("service.instance.id");
-            let resource: Vec<(String, String)> =
-                [("job", job.clone()), ("instance", instance.clone())].into_iter().filter_map(|(k, v)| v.map(|v| (k.to_string(), v))).collect();
+            let resource: Vec<(String, String)> = [("job", job.clone()), ("instance", instance.clone())]
+                .into_iter()
+                .filter_map(|(k, v)| v.map(|v| (k.to_string(), v)))
+                .collect();
             let before = out.series.len();
             let mut latest = i64::MIN;
             for sm in &rm.scope_metrics {
@@ -224,7 +227,10 @@ impl Translator {
                 out.reject(
                     "exponential_histogram",
                     e.data_points.len() as u64,
-                    format!("exponential histograms are refused until infertel carries native histograms: metric {:?}", m.name),
+                    format!(
+                        "exponential histograms are refused until infertel carries native histograms: metric {:?}",
+                        m.name
+                    ),
                 );
                 return;
             }
@@ -236,7 +242,11 @@ impl Translator {
             None | Some(CUMULATIVE) => false,
             Some(DELTA) if !self.reject_delta => true,
             Some(DELTA) => {
-                out.reject("delta", points as u64, format!("delta temporality refused (delta: reject): metric {:?}", m.name));
+                out.reject(
+                    "delta",
+                    points as u64,
+                    format!("delta temporality refused (delta: reject): metric {:?}", m.name),
+                );
                 return;
             }
             Some(_) => {
@@ -255,7 +265,11 @@ impl Translator {
                 return;
             }
         };
-        let unit = if matches!(self.strategy, Strategy::NoTranslation) { m.unit.clone() } else { names::metadata_unit(&m.unit) };
+        let unit = if matches!(self.strategy, Strategy::NoTranslation) {
+            m.unit.clone()
+        } else {
+            names::metadata_unit(&m.unit)
+        };
         let strategy = self.strategy;
         let point_labels = |attrs: &[KeyValue], extra: &[(&str, String)], series: &str| -> Result<Labels, String> {
             let mut l = labels_of(attrs, strategy)?;
@@ -272,14 +286,36 @@ impl Translator {
             metric::Data::Gauge(g) => {
                 out.describe(&name, MetricType::Gauge, &m.description, &unit);
                 for p in &g.data_points {
-                    self.number(&name, &p.attributes, p.flags, p.time_unix_nano, p.value, false, &point_labels, now_ms, out, latest);
+                    self.number(
+                        &name,
+                        &p.attributes,
+                        p.flags,
+                        p.time_unix_nano,
+                        p.value,
+                        false,
+                        &point_labels,
+                        now_ms,
+                        out,
+                        latest,
+                    );
                 }
             }
             metric::Data::Sum(s) => {
                 let mt = if s.is_monotonic { MetricType::Counter } else { MetricType::Gauge };
                 out.describe(&name, mt, &m.description, &unit);
                 for p in &s.data_points {
-                    self.number(&name, &p.attributes, p.flags, p.time_unix_nano, p.value, delta, &point_labels, now_ms, out, latest);
+                    self.number(
+                        &name,
+                        &p.attributes,
+                        p.flags,
+                        p.time_unix_nano,
+                        p.value,
+                        delta,
+                        &point_labels,
+                        now_ms,
+                        out,
+                        latest,
+                    );
                 }
             }
             metric::Data::Histogram(h) => {
@@ -336,7 +372,10 @@ impl Translator {
                     let t = ts_ms(p.time_unix_nano, now_ms);
                     let stale = p.flags & NO_RECORDED_VALUE != 0;
                     let v = |x: f64| if stale { stale_nan() } else { x };
-                    let mut series = vec![(format!("{name}_sum"), vec![], v(p.sum)), (format!("{name}_count"), vec![], v(p.count as f64))];
+                    let mut series = vec![
+                        (format!("{name}_sum"), vec![], v(p.sum)),
+                        (format!("{name}_count"), vec![], v(p.count as f64)),
+                    ];
                     for q in &p.quantile_values {
                         series.push((name.clone(), vec![("quantile", names::plain_float(q.quantile))], v(q.value)));
                     }

@@ -25,7 +25,9 @@ const RESOURCE: &str = r#"{"attributes":[
   {"key":"k8s.node.name","value":{"stringValue":"gpu-3"}}]}"#;
 
 fn one(metric: &str) -> String {
-    format!(r#"{{"resourceMetrics":[{{"resource":{RESOURCE},"scopeMetrics":[{{"scope":{{"name":"vllm"}},"metrics":[{metric}]}}]}}]}}"#)
+    format!(
+        r#"{{"resourceMetrics":[{{"resource":{RESOURCE},"scopeMetrics":[{{"scope":{{"name":"vllm"}},"metrics":[{metric}]}}]}}]}}"#
+    )
 }
 
 #[test]
@@ -46,12 +48,17 @@ fn types_names_and_the_resource_as_prometheus_maps_them() {
     let b = &t.batch;
     let base = [("job", "llm/vllm"), ("instance", "pod-1")];
     let h = "gen_ai_server_request_duration_seconds";
-    let bucket = |le: &str| find(b, &format!("{h}_bucket"), &[("le", le), ("gen_ai_request_model", "llama")]).map(|s| s.samples[0].value);
+    let bucket = |le: &str| {
+        find(b, &format!("{h}_bucket"), &[("le", le), ("gen_ai_request_model", "llama")]).map(|s| s.samples[0].value)
+    };
     assert_eq!(bucket("0.5"), Some(1.0));
     assert_eq!(bucket("1000000"), Some(3.0), "cumulative, le as a plain decimal");
     assert_eq!(bucket("+Inf"), Some(6.0), "+Inf is the point's count");
     assert_eq!(find(b, &format!("{h}_sum"), &base).map(|s| s.samples[0].value), Some(4.5));
-    assert_eq!(find(b, &format!("{h}_count"), &base).map(|s| (s.samples[0].value, s.samples[0].timestamp_ms)), Some((6.0, 1_700_000_000_123)));
+    assert_eq!(
+        find(b, &format!("{h}_count"), &base).map(|s| (s.samples[0].value, s.samples[0].timestamp_ms)),
+        Some((6.0, 1_700_000_000_123))
+    );
     let c = find(b, "vllm:generation_tokens_total", &base).expect("counter");
     assert_eq!(c.samples[0].value, 1234.0);
     assert_eq!(c.labels.get("job"), Some("llm/vllm"), "the resource's job wins over a point attribute");
@@ -65,7 +72,8 @@ fn types_names_and_the_resource_as_prometheus_maps_them() {
     let ti = find(b, "target_info", &base).expect("target_info");
     assert_eq!(ti.labels.get("k8s_node_name"), Some("gpu-3"));
     assert!(c.labels.get("k8s_node_name").is_none());
-    let md = |f: &str| b.metadata.iter().find(|m| &*m.family == f).map(|m| (m.kind, m.unit.to_string(), m.help.to_string()));
+    let md =
+        |f: &str| b.metadata.iter().find(|m| &*m.family == f).map(|m| (m.kind, m.unit.to_string(), m.help.to_string()));
     assert_eq!(md(h), Some((MetricType::Histogram, "seconds".into(), "Request duration.".into())));
     assert_eq!(md("vllm:generation_tokens_total").map(|m| m.0), Some(MetricType::Counter));
     assert_eq!(md("queue_depth").map(|m| m.0), Some(MetricType::Gauge));

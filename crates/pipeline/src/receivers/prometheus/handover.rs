@@ -62,8 +62,11 @@ impl Handover {
 /// scrape and its report series (`up`, `scrape_duration_seconds`, ...).
 pub fn end_of_target(cache: &mut SeriesCache, target_labels: &Labels, external: &[Label], ts: i64) -> Batch {
     let mut series = cache.stale_all(ts);
-    let extra: &[&str] =
-        if cache.extra_report { &["scrape_timeout_seconds", "scrape_sample_limit", "scrape_body_size_bytes"] } else { &[] };
+    let extra: &[&str] = if cache.extra_report {
+        &["scrape_timeout_seconds", "scrape_sample_limit", "scrape_body_size_bytes"]
+    } else {
+        &[]
+    };
     for name in [
         "up",
         "scrape_duration_seconds",

@@ -2,6 +2,7 @@
 //! aws-lc, no OpenSSL), system roots or a configured CA, client
 //! certificates, a server-name override and an explicit insecure mode.
 
+pub use crate::primitives::tls::{ServerTls, TlsSettings};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
@@ -62,21 +63,6 @@ impl LazyClient {
     pub fn error(&self) -> Option<String> {
         self.slot.read().unwrap_or_else(|p| p.into_inner()).as_ref().err().cloned()
     }
-}
-
-/// What every TLS block configures, whatever its YAML spelling.
-#[derive(Clone, Debug, Default)]
-pub struct TlsSettings {
-    pub ca_file: Option<PathBuf>,
-    pub cert_file: Option<PathBuf>,
-    pub key_file: Option<PathBuf>,
-    pub server_name: Option<String>,
-    pub insecure_skip_verify: bool,
-    /// Prometheus' `min_version`/`max_version` (`TLS10` ... `TLS13`);
-    /// rustls offers 1.2 and 1.3, so a bound below 1.2 only matters as a
-    /// maximum, which cannot be met (an error).
-    pub min_version: Option<String>,
-    pub max_version: Option<String>,
 }
 
 /// The protocol versions `min`..=`max` allow, of the two rustls speaks.
@@ -409,13 +395,4 @@ pub async fn serve_tls(
                 .await;
         });
     }
-}
-
-/// A server's `tls` (the agent's own servers: the status page, the
-/// prometheus exporter, the otlp receiver): a PEM certificate chain and key.
-#[derive(Debug, serde::Deserialize, Clone, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct ServerTls {
-    pub cert_file: std::path::PathBuf,
-    pub key_file: std::path::PathBuf,
 }

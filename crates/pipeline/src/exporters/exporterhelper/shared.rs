@@ -1,11 +1,9 @@
 //! Config blocks every network exporter shares, in the Collector's shape:
-//! `retry_on_failure`, `sending_queue`, `tls`, `auth`; and the backoff they
-//! drive.
+//! `retry_on_failure` and `sending_queue`, and the backoff they drive
+//! (`tls` and `auth` are primitives: `crate::primitives::{tls, auth}`).
 
-use crate::http::TlsSettings;
 use crate::primitives::Duration;
 use serde::Deserialize;
-use std::path::PathBuf;
 
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields, default)]
@@ -115,40 +113,6 @@ impl QueueConfig {
         }
         Ok(())
     }
-}
-
-#[derive(Debug, Deserialize, Clone, Default)]
-#[serde(deny_unknown_fields)]
-pub struct ExporterTls {
-    /// Plain HTTP allowed (for `http://` endpoints this is implied).
-    #[serde(default)]
-    pub insecure: bool,
-    #[serde(default)]
-    pub insecure_skip_verify: bool,
-    pub ca_file: Option<PathBuf>,
-    pub cert_file: Option<PathBuf>,
-    pub key_file: Option<PathBuf>,
-    pub server_name_override: Option<String>,
-}
-
-impl ExporterTls {
-    pub fn settings(&self) -> TlsSettings {
-        TlsSettings {
-            ca_file: self.ca_file.clone(),
-            cert_file: self.cert_file.clone(),
-            key_file: self.key_file.clone(),
-            server_name: self.server_name_override.clone(),
-            insecure_skip_verify: self.insecure_skip_verify,
-            min_version: None,
-            max_version: None,
-        }
-    }
-}
-
-#[derive(Debug, Deserialize, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct AuthRef {
-    pub authenticator: String,
 }
 
 /// Parses `Retry-After`: seconds or an HTTP date.

@@ -1,7 +1,8 @@
 //! `exporters.otlp` (gRPC): keys shaped like the Collector's `otlp` exporter.
 
-use crate::exporters::shared::{AuthRef, ExporterTls, QueueConfig, RetryConfig};
+use crate::exporters::shared::{QueueConfig, RetryConfig};
 use crate::primitives::Duration;
+use crate::primitives::{AuthRef, ExporterTls};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 

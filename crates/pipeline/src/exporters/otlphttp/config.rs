@@ -1,8 +1,9 @@
 //! `exporters.otlphttp`: keys shaped like the Collector's `otlphttp` exporter.
 
 use crate::exporters::otlp::config::{Compression, default_timeout, validate_common};
-use crate::exporters::shared::{AuthRef, ExporterTls, QueueConfig, RetryConfig};
+use crate::exporters::shared::{QueueConfig, RetryConfig};
 use crate::primitives::Duration;
+use crate::primitives::{AuthRef, ExporterTls};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 

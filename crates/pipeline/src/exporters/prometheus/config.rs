@@ -33,7 +33,7 @@ pub struct PrometheusConfig {
     #[serde(default)]
     pub add_metric_suffixes: Option<bool>,
     #[serde(default)]
-    pub tls: Option<crate::http::ServerTls>,
+    pub tls: Option<crate::primitives::ServerTls>,
 }
 
 fn default_expiration() -> Duration {

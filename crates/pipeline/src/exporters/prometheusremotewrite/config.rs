@@ -2,7 +2,8 @@
 //! exporter of the same name.
 
 use crate::exporters::probe::StartupCheck;
-use crate::exporters::shared::{AuthRef, ExporterTls, QueueConfig, RetryConfig};
+use crate::exporters::shared::{QueueConfig, RetryConfig};
+use crate::primitives::{AuthRef, ExporterTls};
 use crate::primitives::{ByteSize, Duration};
 use serde::Deserialize;
 use std::collections::BTreeMap;

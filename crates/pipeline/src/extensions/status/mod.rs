@@ -20,7 +20,7 @@ pub mod server;
 use serde::Deserialize;
 use std::net::SocketAddr;
 
-pub use crate::http::ServerTls;
+pub use crate::primitives::ServerTls;
 
 #[derive(Debug, Deserialize, Clone, PartialEq)]
 #[serde(deny_unknown_fields)]

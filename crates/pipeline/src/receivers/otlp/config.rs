@@ -3,8 +3,8 @@
 //! Prometheus series (`otlp_translation_strategy`, `delta`, `max_stale`),
 //! named as Prometheus names them.
 
-use crate::http::ServerTls;
 use crate::primitives::Duration;
+use crate::primitives::ServerTls;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize, Clone, PartialEq, Default)]

@@ -2,8 +2,8 @@
 //! `scrape_configs`, with Prometheus's defaults, so a job can be pasted from
 //! a `prometheus.yml`.
 
-use crate::http::TlsSettings;
 use crate::primitives::Duration;
+use crate::primitives::TlsSettings;
 use infertel_relabel::{RelabelConfig, Relabeler};
 use serde::Deserialize;
 use std::collections::BTreeMap;

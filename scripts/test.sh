@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: installs what the tests need
 # (Debian's prometheus, victoria-metrics, nginx, curl, openssl, dnsmasq,
-# chromium for the status page's browser test), then runs
+# chromium for the status page's browser test, golang-go for go tool pprof),
+# then runs
 # every test of the workspace. Tests start the real servers themselves on free
 # loopback ports and stop them by PID.
 set -euo pipefail
@@ -19,6 +20,8 @@ have curl             || need+=(curl)
 have openssl          || need+=(openssl)
 have dnsmasq          || need+=(dnsmasq-base)
 have chromium         || need+=(chromium)
+# go tool pprof reads the pprof extension's profiles (tests/pprof.rs).
+have go               || need+=(golang-go)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "== installing: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -8,6 +8,11 @@ mod logging;
 use clap::Parser;
 use std::process::ExitCode;
 
+/// The system allocator, with the heap sampling the `pprof` extension
+/// serves (off, and one relaxed load per call, unless that extension runs).
+#[global_allocator]
+static ALLOCATOR: infertel_profile::SamplingAllocator = infertel_profile::SamplingAllocator;
+
 fn main() -> ExitCode {
     let args = match cli::Cli::try_parse() {
         Ok(a) => a,

@@ -3,9 +3,8 @@
 //! header; `SOURCES.md` lists them), loaded as a user would paste them.
 //! Each loads, or fails only on what is out of this agent's scope, and the
 //! test says which for each file: other signals (traces and logs pipelines
-//! and their receivers), vendor components (cloud exporters, auth and
-//! receivers for one platform), and the component issue 14 names that is
-//! not built yet (`pprof`). Every error names its key and line.
+//! and their receivers) and vendor components (cloud exporters, auth and
+//! receivers for one platform). Every error names its key and line.
 
 use infertel_pipeline::config::load_str;
 
@@ -19,7 +18,6 @@ const TRACES: (&str, &str) = ("service.pipelines.traces", "infertel carries metr
 const LOGS: (&str, &str) = ("service.pipelines.logs", "infertel carries metrics only");
 const JAEGER: (&str, &str) = ("receivers.jaeger", "traces or logs");
 const ZIPKIN: (&str, &str) = ("receivers.zipkin", "traces or logs");
-const PPROF: (&str, &str) = ("extensions.pprof", "not built yet");
 
 const CASES: &[(&str, Expected)] = &[
     // Azure Monitor's managed Prometheus agent: loads (its api_server and
@@ -34,9 +32,10 @@ const CASES: &[(&str, Expected)] = &[
             ("processors.resourcedetection.detectors[2]", "detector \"ecs\" is not built yet"),
         ],
     ),
-    // AWS ADOT on EKS scraping into AMP (sigv4auth loads): pprof, not built
-    // yet. (Its `<YOUR_ENDPOINT>` placeholder is the user's to fill.)
-    ("adot-eks-amp-daemonset.yaml", &[PPROF]),
+    // AWS ADOT on EKS scraping into AMP: every component loads (sigv4auth,
+    // pprof, zpages, health_check); only its `<YOUR_ENDPOINT>` placeholder,
+    // the user's to fill, is refused as the URL it is not.
+    ("adot-eks-amp-daemonset.yaml", &[("exporters.prometheusremotewrite", "\"<YOUR_ENDPOINT>\": relative URL")]),
     // Azure App Service sidecar: the Azure Monitor exporter (vendor), and
     // traces and logs pipelines.
     (
@@ -74,10 +73,10 @@ const CASES: &[(&str, Expected)] = &[
         ],
     ),
     ("helm-daemonset-hostmetrics.yaml", &[("receivers.hostmetrics", "node_exporter"), JAEGER, ZIPKIN, LOGS, TRACES]),
-    // otelcol-contrib's default config: pprof, trace receivers, traces, logs.
-    ("otelcol-contrib-default.yaml", &[PPROF, JAEGER, ZIPKIN, TRACES, LOGS]),
-    // SGLang's monitoring example: pprof; traces and logs.
-    ("sglang-monitoring-opentelemetry.yaml", &[PPROF, TRACES, LOGS]),
+    // otelcol-contrib's default config: trace receivers, traces, logs.
+    ("otelcol-contrib-default.yaml", &[JAEGER, ZIPKIN, TRACES, LOGS]),
+    // SGLang's monitoring example: traces and logs.
+    ("sglang-monitoring-opentelemetry.yaml", &[TRACES, LOGS]),
     // vLLM production-stack's collector is for traces only.
     ("vllm-production-stack-otel-collector.yaml", &[TRACES, ("service.pipelines", "no pipeline defined")]),
 ];
@@ -123,5 +122,24 @@ fn every_public_collector_config_loads_or_fails_only_out_of_scope() {
                 assert!(e.line.is_some(), "{file}: {path} has its line: {e}");
             }
         }
+    }
+}
+
+/// ADOT's EKS example with its placeholders filled as its README asks
+/// loads whole: sigv4auth, pprof, zpages and health_check included.
+#[test]
+fn adot_eks_amp_loads_once_its_placeholders_are_filled() {
+    let text = std::fs::read_to_string(format!("{DIR}/adot-eks-amp-daemonset.yaml")).expect("read");
+    let text = text
+        .replace(
+            "<YOUR_ENDPOINT>",
+            "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1/api/v1/remote_write",
+        )
+        .replace("<YOUR_REGION>", "us-east-1");
+    let loaded = load_str("adot-eks-amp-daemonset.yaml", &text, &env)
+        .unwrap_or_else(|r| panic!("{:#?}", r.errors.iter().map(|e| e.to_string()).collect::<Vec<_>>()));
+    let listed = &loaded.config.service.extensions;
+    for e in ["pprof", "zpages", "health_check", "sigv4auth"] {
+        assert!(listed.iter().any(|l| l == e), "{e} in {listed:?}");
     }
 }

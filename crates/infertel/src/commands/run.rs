@@ -48,6 +48,10 @@ pub async fn run(log: &LogArgs, path: &Path, watch_config: bool) -> u8 {
             return exit::FAILURE;
         }
     }
+    if let Err(e) = service.bind_pprof().await {
+        tracing::error!("{e}");
+        return exit::FAILURE;
+    }
     // The status page's port is taken before the probes: a conflict is reported first.
     if let Err(e) = service.bind_status().await {
         tracing::error!("{e}");

@@ -53,7 +53,6 @@ pub fn hint(section: &str, kind: &str) -> Option<&'static str> {
         ("processor", "probabilistic_sampler" | "tail_sampling" | "span" | "redaction") => BESIDE,
         ("exporter", "logging") => "the logging exporter became debug in the Collector: write debug",
         ("exporter", "loki" | "elasticsearch" | "zipkin" | "jaeger" | "kafka") => BESIDE,
-        ("extension", "pprof") => "the pprof extension is not built yet",
         ("extension", "oauth2client" | "oauth2_client" | "headers_setter" | "headerssetter") => {
             "set fixed credentials with bearertokenauth (token or filename, re-read on change) or exporter headers"
         }

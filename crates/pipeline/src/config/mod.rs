@@ -737,6 +737,26 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
         let (line, column) = locate(text, "extensions:", name);
         v.errors.push(ConfigIssue { origin: origin.into(), line, column, path: format!("extensions.{name}"), message });
     }
+    // One pprof extension: profiles are of the whole process.
+    let pprofs: Vec<&String> = cfg
+        .service
+        .extensions
+        .iter()
+        .filter(|n| by_id.get(*n).is_some_and(|e| matches!(e, ExtensionConfig::Pprof(_))))
+        .collect();
+    if let [_, second, ..] = pprofs[..] {
+        let (line, column) = locate(text, "extensions:", second);
+        v.errors.push(ConfigIssue {
+            origin: origin.into(),
+            line,
+            column,
+            path: format!("service.extensions.{second}"),
+            message: format!(
+                "{second}: only one pprof extension may be listed (profiles are of the whole process; {} is listed already)",
+                pprofs[0]
+            ),
+        });
+    }
     // A persistent sending queue names a file_storage extension that
     // service.extensions lists.
     for (id, e) in &cfg.exporters.0 {
@@ -827,6 +847,13 @@ pub fn validate(origin: &str, text: &str, cfg: &Config) -> Validation {
         };
         for (key, message) in warnings {
             let path = format!("exporters.{id}.{key}");
+            let (line, column) = issues::locate_path(text, &path);
+            v.warnings.push(ConfigIssue { origin: origin.into(), line, column, path, message });
+        }
+    }
+    for (id, c) in &cfg.extensions.0 {
+        for (key, message) in c.warnings() {
+            let path = format!("extensions.{id}.{key}");
             let (line, column) = issues::locate_path(text, &path);
             v.warnings.push(ConfigIssue { origin: origin.into(), line, column, path, message });
         }

@@ -2,10 +2,11 @@
 //! Collector, that exporters reference with `auth.authenticator`; server
 //! side for the status page: `htpasswd`, the expected token);
 //! `health_check` (`/healthz`, `/readyz`); `status`/`zpages` (the web UI,
-//! `status/`); and `file_storage`, where exporters' `sending_queue.storage`
+//! `status/`); `pprof` (the agent's CPU and heap profiles); and `file_storage`, where exporters' `sending_queue.storage`
 //! keeps their queue on disk.
 
 pub mod health_check;
+pub mod pprof;
 pub mod sigv4auth;
 pub mod status;
 
@@ -120,12 +121,13 @@ pub enum ExtensionConfig {
     /// `status` or, with the Collector's name, `zpages` (`true`).
     Status(status::StatusConfig, bool),
     SigV4Auth(sigv4auth::SigV4Config),
+    Pprof(pprof::PprofConfig),
 }
 
 impl ComponentKind for ExtensionConfig {
     const SECTION: &'static str = "extension";
     const KNOWN: &'static [&'static str] =
-        &["basicauth", "bearertokenauth", "file_storage", "health_check", "sigv4auth", "status", "zpages"];
+        &["basicauth", "bearertokenauth", "file_storage", "health_check", "pprof", "sigv4auth", "status", "zpages"];
     fn deserialize_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
         match kind {
             "basicauth" => Ok(ExtensionConfig::BasicAuth(or_default(d)?)),
@@ -135,6 +137,7 @@ impl ComponentKind for ExtensionConfig {
             "status" => Ok(ExtensionConfig::Status(or_default(d)?, false)),
             "zpages" => Ok(ExtensionConfig::Status(or_default(d)?, true)),
             "sigv4auth" => Ok(ExtensionConfig::SigV4Auth(Deserialize::deserialize(d)?)),
+            "pprof" => Ok(ExtensionConfig::Pprof(or_default(d)?)),
             other => Err(serde::de::Error::custom(format!("unknown extension type {other:?}"))),
         }
     }
@@ -168,6 +171,7 @@ impl ExtensionConfig {
             ExtensionConfig::HealthCheck(c) => c.socket_addr().map(|_| ()),
             ExtensionConfig::SigV4Auth(c) => c.validate(),
             ExtensionConfig::Status(c, _) => c.validate(),
+            ExtensionConfig::Pprof(c) => c.validate(),
             ExtensionConfig::FileStorage(c) => {
                 if c.directory.as_os_str().is_empty() {
                     return Err("file_storage: directory must not be empty".into());
@@ -177,6 +181,14 @@ impl ExtensionConfig {
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// Keys the Collector honours and infertel cannot: (key, why).
+    pub fn warnings(&self) -> Vec<(String, String)> {
+        match self {
+            ExtensionConfig::Pprof(c) => c.warnings(),
+            _ => Vec::new(),
         }
     }
 
@@ -255,6 +267,7 @@ impl ExtensionConfig {
             ExtensionConfig::HealthCheck(_) => return Err("health_check is not an authenticator".into()),
             ExtensionConfig::FileStorage(_) => return Err("file_storage is not an authenticator".into()),
             ExtensionConfig::Status(..) => return Err("status is not an authenticator".into()),
+            ExtensionConfig::Pprof(_) => return Err("pprof is not an authenticator".into()),
             ExtensionConfig::SigV4Auth(_) => {
                 return Err("sigv4auth signs each request (see sign_request), it has no fixed header".into());
             }

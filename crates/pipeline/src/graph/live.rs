@@ -77,6 +77,7 @@ pub struct Live {
     /// The status page: its server's key (rebound when it changes) and task.
     status_key: Vec<String>,
     status: Vec<JoinHandle<()>>,
+    pprof: Option<crate::extensions::pprof::Pprof>,
 }
 
 /// What a reload did, per kind of component.
@@ -215,6 +216,7 @@ impl Service {
         let health = self.health_listener.take().map(|l| serve_health(l, self.readiness.clone()));
         let status_key = self.status.iter().map(|s| s.key()).collect();
         let status = self.start_status();
+        let pprof = self.start_pprof();
         let exporters = self.exporters.into_iter().map(|s| start_exporter(s.id, s.key, s.exporter)).collect();
         let processors =
             self.processors.into_iter().map(|p| start_processor(p.key, p.consumer, p.output, p.task)).collect();
@@ -235,7 +237,32 @@ impl Service {
             handover: self.handover,
             status_key,
             status,
+            pprof,
         }
+    }
+
+    /// Starts the `pprof` extension on the listener bound by
+    /// [`Service::bind_pprof`] (binding it when it is not).
+    fn start_pprof(&mut self) -> Option<crate::extensions::pprof::Pprof> {
+        let cfg = self.pprof.clone()?;
+        let l = match self.pprof_listener.take() {
+            Some(l) => l,
+            None => {
+                let bound = cfg
+                    .socket_addr()
+                    .and_then(|a| std::net::TcpListener::bind(a).map_err(|e| e.to_string()))
+                    .and_then(|l| l.set_nonblocking(true).map(|_| l).map_err(|e| e.to_string()))
+                    .and_then(|l| tokio::net::TcpListener::from_std(l).map_err(|e| e.to_string()));
+                match bound {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::error!("extensions pprof endpoint {}: cannot listen: {e}", cfg.endpoint);
+                        return None;
+                    }
+                }
+            }
+        };
+        Some(crate::extensions::pprof::Pprof::start(cfg, l))
     }
 
     /// Serves the status pages on the listeners bound by
@@ -458,6 +485,14 @@ impl Live {
             next.readiness = self.readiness.clone();
             self.status = next.start_status();
         }
+        if next.pprof.as_ref() != self.pprof.as_ref().map(|p| &p.cfg) {
+            // The old server lets go of its port (and writes its
+            // save_to_file) before the new one starts.
+            if let Some(p) = self.pprof.take() {
+                p.stop().await;
+            }
+            self.pprof = next.start_pprof();
+        }
         if next.health_addr != self.health_addr {
             if let Some(h) = self.health.take() {
                 h.abort();
@@ -560,6 +595,9 @@ impl Live {
         }
         for h in self.status {
             h.abort();
+        }
+        if let Some(p) = self.pprof {
+            p.stop().await;
         }
         tracing::info!("shutdown complete");
     }

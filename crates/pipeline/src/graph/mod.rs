@@ -145,6 +145,9 @@ pub struct Service {
     /// The `status`/`zpages` extensions listed, and their listeners once bound.
     status: Vec<crate::extensions::status::server::StatusServer>,
     status_listeners: Vec<Option<tokio::net::TcpListener>>,
+    /// The `pprof` extension listed, and its listener once bound.
+    pprof: Option<crate::extensions::pprof::PprofConfig>,
+    pprof_listener: Option<tokio::net::TcpListener>,
 }
 
 /// One exporter's probe, for `infertel check` and the startup log.
@@ -423,9 +426,12 @@ impl Service {
         let metrics_addr = cfg.service.telemetry.metrics.socket_addr()?;
         let shutdown_timeout = cfg.service.shutdown_timeout();
         let mut health_addr = None;
+        let mut pprof = None;
         for name in &cfg.service.extensions {
-            if let Some(ExtensionConfig::HealthCheck(h)) = extensions.get(name) {
-                health_addr = Some(h.socket_addr()?);
+            match extensions.get(name) {
+                Some(ExtensionConfig::HealthCheck(h)) => health_addr = Some(h.socket_addr()?),
+                Some(ExtensionConfig::Pprof(p)) => pprof = Some(p.clone()),
+                _ => {}
             }
         }
         // Shown once the whole graph could be built (a refused reload
@@ -450,6 +456,8 @@ impl Service {
             handover,
             status_listeners: status.iter().map(|_| None).collect(),
             status,
+            pprof,
+            pprof_listener: None,
         })
     }
 
@@ -478,6 +486,16 @@ impl Service {
             .map_err(|e| format!("extensions.health_check.endpoint {a}: cannot listen: {e}"))?;
         let local = l.local_addr().ok();
         self.health_listener = Some(l);
+        Ok(local)
+    }
+
+    /// Binds the `pprof` extension's endpoint, when configured, so a port
+    /// conflict is reported before anything starts.
+    pub async fn bind_pprof(&mut self) -> Result<Option<SocketAddr>, String> {
+        let Some(c) = &self.pprof else { return Ok(None) };
+        let l = crate::extensions::pprof::Pprof::bind(c).await?;
+        let local = l.local_addr().ok();
+        self.pprof_listener = Some(l);
         Ok(local)
     }
 

@@ -1,0 +1,32 @@
+//! The agent's own profiles, in the pprof protobuf format (gzipped, as Go's
+//! `net/http/pprof` serves them), readable by `go tool pprof` and every
+//! tool that reads Go's profiles:
+//!
+//! - `cpu.rs`: CPU profiles, sampled on SIGPROF by pprof-rs;
+//! - `heap.rs`: heap profiles, from a global allocator that records a sample
+//!   of allocations with their stacks (on average one per 512 KiB, as Go's
+//!   runtime samples);
+//! - `proto.rs`: the profile messages (Google's `profile.proto`) and the
+//!   builder that interns strings, functions and locations.
+
+pub mod cpu;
+pub mod heap;
+pub mod proto;
+
+pub use cpu::CpuProfiler;
+pub use heap::SamplingAllocator;
+
+/// Why a profile could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("a CPU profile is already being taken (one at a time; with save_to_file the whole run is one)")]
+    CpuBusy,
+    #[error("the CPU profiler failed: {0}")]
+    Cpu(String),
+    #[error(
+        "heap profiles need infertel's sampling allocator, which this binary does not install (only the infertel binary does)"
+    )]
+    HeapNotInstalled,
+    #[error("heap sampling is off: it starts with the pprof extension")]
+    HeapOff,
+}

@@ -49,7 +49,7 @@ fn stub_api(node: &'static str, namespace_status: u16) -> (String, Arc<Mutex<Vec
                 (
                     200,
                     format!(
-                        r#"{{"kind":"Node","apiVersion":"v1","metadata":{{"name":"{node}","uid":"{NODE_UID}","labels":{{"nvidia.com/gpu.present":"true"}}}}}}"#
+                        r#"{{"kind":"Node","apiVersion":"v1","metadata":{{"name":"{node}","uid":"{NODE_UID}","labels":{{"nvidia.com/gpu.present":"true","nvidia.com/gpu.product":"NVIDIA-L4","topology.kubernetes.io/zone":"eu-west-1a"}}}}}}"#
                     ),
                 )
             } else if path == "/api/v1/namespaces/kube-system" && namespace_status == 200 {
@@ -181,7 +181,7 @@ fn override_replaces_what_the_target_gave_and_rbac_gaps_are_skipped() {
     let processors = r#"
   resource_detection:
     detectors: [env, k8s_api]
-    k8s_api: {auth_type: kubeConfig, context: gpu, node_from_env_var: MY_NODE}
+    k8s_api: {auth_type: kubeConfig, context: gpu, node_from_env_var: MY_NODE, node_labels: [nvidia.com/gpu.product, topology.kubernetes.io/zone, not.there]}
 "#;
     let agent = Agent::start_with_env(
         &config(processors, &targets.addr.to_string(), &prom.write_url()),
@@ -195,6 +195,11 @@ fn override_replaces_what_the_target_gave_and_rbac_gaps_are_skipped() {
     assert_eq!(l.get("job").map(String::as_str), Some("llm"), "override renames the job: {l:?}");
     assert_eq!(l.get("k8s_node_uid").map(String::as_str), Some(NODE_UID), "{l:?}");
     assert!(!l.contains_key("k8s_cluster_uid"), "403 on kube-system skips the cluster uid: {l:?}");
+    // The node labels asked for, as k8s.node.label.<key> escaped into label names; no other.
+    assert_eq!(l.get("k8s_node_label_nvidia_com_gpu_product").map(String::as_str), Some("NVIDIA-L4"), "{l:?}");
+    assert_eq!(l.get("k8s_node_label_topology_kubernetes_io_zone").map(String::as_str), Some("eu-west-1a"), "{l:?}");
+    assert!(!l.contains_key("k8s_node_label_nvidia_com_gpu_present"), "{l:?}");
+    assert!(agent.proc.log_text().contains("has no label \"not.there\""), "{}", agent.proc.log_text());
     assert!(
         agent.proc.log_text().contains("no permission to get the kube-system namespace"),
         "{}",

@@ -6,6 +6,11 @@
 //! `k8s.cluster.uid` from the uid of the `kube-system` namespace, skipped
 //! with a warning when the service account may not read it (contrib's
 //! behaviour, for deployments without that RBAC rule).
+//!
+//! `node_labels` is infertel's own key (contrib's detector reads no node
+//! labels): the node labels named there (`"*"`: all) become
+//! `k8s.node.label.<key>` attributes, the semantic conventions' name, so a
+//! GPU node's `nvidia.com/gpu.product` or its zone reaches every series.
 
 use super::{Detected, Enabled, Env};
 use k8s_openapi::api::core::v1::{Namespace, Node};
@@ -29,6 +34,9 @@ pub struct K8sApiConfig {
     pub kube_api_qps: Option<f64>,
     #[serde(default)]
     pub kube_api_burst: Option<u32>,
+    /// Node labels to detect as `k8s.node.label.<key>`; `"*"` for all.
+    #[serde(default)]
+    pub node_labels: Vec<String>,
 }
 
 /// `resource_attributes`, contrib's list for the k8s_api detector.
@@ -110,15 +118,28 @@ pub async fn detect(cfg: &K8sApiConfig, env: &Env) -> Result<Detected, String> {
         ));
     };
     let mut out: Detected = Vec::new();
-    let wants_api = cfg.enabled("k8s.node.uid") || cfg.enabled("k8s.cluster.uid");
+    let wants_node = cfg.enabled("k8s.node.uid") || !cfg.node_labels.is_empty();
+    let wants_api = wants_node || cfg.enabled("k8s.cluster.uid");
     let client = if wants_api { Some(client(cfg).await?) } else { None };
     if let Some(c) = &client
-        && cfg.enabled("k8s.node.uid")
+        && wants_node
     {
         let api: kube::Api<Node> = kube::Api::all(c.clone());
         let n = api.get(&node).await.map_err(|e| format!("failed getting k8s node UID of {node}: {e}"))?;
-        let uid = n.metadata.uid.ok_or_else(|| format!("node {node} has no uid"))?;
-        out.push(("k8s.node.uid".into(), uid));
+        if cfg.enabled("k8s.node.uid") {
+            let uid = n.metadata.uid.clone().ok_or_else(|| format!("node {node} has no uid"))?;
+            out.push(("k8s.node.uid".into(), uid));
+        }
+        let labels = n.metadata.labels.unwrap_or_default();
+        let all = cfg.node_labels.iter().any(|k| k == "*");
+        for (k, v) in &labels {
+            if all || cfg.node_labels.contains(k) {
+                out.push((format!("k8s.node.label.{k}"), v.clone()));
+            }
+        }
+        for k in cfg.node_labels.iter().filter(|k| *k != "*" && !labels.contains_key(*k)) {
+            tracing::info!("resourcedetection k8s_api: node {node} has no label {k:?}");
+        }
     }
     if cfg.enabled("k8s.node.name") {
         out.push(("k8s.node.name".into(), node.clone()));

@@ -135,7 +135,7 @@ pub const CATALOG: &[Def] = &[
     },
     Def {
         name: "infertel_target_schema_info",
-        help: "Metric schema a scraped target speaks (vLLM era or dcgm-exporter naming); value 1.",
+        help: "Metric schema a scraped target speaks (vLLM era, another inference server, or dcgm-exporter naming); value 1.",
         unit: "info",
     },
 ];

@@ -1,7 +1,11 @@
 //! Which metric names a source speaks, and which names feed each derived
 //! series, from vLLM 0.5 (V0 engine) to 0.33 and for dcgm-exporter before and
-//! after the DCGM 4.6 `_RATIO` renames. Sources: `shared/reference/
-//! vllm-metrics.md`, `vllm-metrics-matrix.txt`, `dcgm-metrics.md`.
+//! after the DCGM 4.6 `_RATIO` renames; and the other inference servers a
+//! target may be (SGLang, TGI, llama.cpp, TensorRT-LLM's `trtllm-serve`,
+//! Triton with the TensorRT-LLM backend, NVIDIA Dynamo), recognised from the
+//! families they expose. Sources: `shared/reference/vllm-metrics.md`,
+//! `vllm-metrics-matrix.txt`, `dcgm-metrics.md`, and `docs/engines/` (each
+//! engine's names read in its own source, with the commits).
 
 /// Candidate wire names per input, preferred first. The first one a target
 /// exposes is used.
@@ -60,12 +64,149 @@ inputs! {
     GR_ENGINE_ACTIVE => ["DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO"],
 }
 
+// The other engines' families that feed (or, once their derivations are
+// built, will feed) the same derived series: tracked for detection and for
+// the families a dashboard would miss, never kept as samples. Names from
+// `docs/engines/` and the fixtures written from each engine's source.
+inputs! {
+    SGLANG_PROMPT_TOKENS => ["sglang:prompt_tokens_total"],
+    SGLANG_GENERATION_TOKENS => ["sglang:generation_tokens_total"],
+    SGLANG_TTFT => ["sglang:time_to_first_token_seconds"],
+    // 0.4.5 replaced `time_per_output_token_seconds` with the ITL histogram.
+    SGLANG_ITL => ["sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"],
+    SGLANG_E2E => ["sglang:e2e_request_latency_seconds"],
+    SGLANG_QUEUE => ["sglang:queue_time_seconds"],
+    // A 0-1 gauge computed by SGLang, not counters.
+    SGLANG_CACHE_HIT_RATE => ["sglang:cache_hit_rate"],
+    SGLANG_TOKEN_USAGE => ["sglang:token_usage"],
+    SGLANG_WAITING => ["sglang:num_queue_reqs"],
+    TGI_E2E => ["tgi_request_duration"],
+    TGI_QUEUE => ["tgi_request_queue_duration"],
+    // Prefill batches: with the queue time, TGI's approximate TTFT.
+    TGI_BATCH_INFERENCE => ["tgi_batch_inference_duration"],
+    // inference time / generated tokens per request: prefill included.
+    TGI_TIME_PER_TOKEN => ["tgi_request_mean_time_per_token_duration"],
+    TGI_GENERATED_TOKENS => ["tgi_request_generated_tokens"],
+    TGI_INPUT_LENGTH => ["tgi_request_input_length"],
+    TGI_WAITING => ["tgi_queue_size"],
+    LLAMACPP_PROMPT_TOKENS => ["llamacpp:prompt_tokens_total"],
+    LLAMACPP_GENERATION_TOKENS => ["llamacpp:tokens_predicted_total"],
+    LLAMACPP_WAITING => ["llamacpp:requests_deferred"],
+    TRTLLM_PROMPT_TOKENS => ["trtllm_prompt_tokens_total", "trtllm:prompt_tokens_total"],
+    TRTLLM_GENERATION_TOKENS => ["trtllm_generation_tokens_total", "trtllm:generation_tokens_total"],
+    TRTLLM_TTFT => ["trtllm_time_to_first_token_seconds", "trtllm:time_to_first_token_seconds"],
+    TRTLLM_ITL => ["trtllm_time_per_output_token_seconds", "trtllm:time_per_output_token_seconds"],
+    TRTLLM_E2E => ["trtllm_e2e_request_latency_seconds", "trtllm:e2e_request_latency_seconds"],
+    TRTLLM_QUEUE => ["trtllm_request_queue_time_seconds", "trtllm:request_queue_time_seconds"],
+    TRTLLM_KV_HIT_RATE => ["trtllm_kv_cache_hit_rate", "trtllm:kv_cache_hit_rate"],
+    TRTLLM_KV_USAGE => ["trtllm_kv_cache_utilization", "trtllm:kv_cache_utilization"],
+    TRTLLM_WAITING => ["trtllm_num_requests_waiting", "trtllm:num_requests_waiting"],
+    // Triton's first response of a decoupled (streaming) model: TTFT.
+    TRITON_FIRST_RESPONSE => ["nv_inference_first_response_histogram_ms"],
+    TRITON_REQUEST_DURATION => ["nv_inference_request_duration_us"],
+    TRITON_QUEUE_DURATION => ["nv_inference_queue_duration_us"],
+    TRITON_OUTPUT_TOKENS => ["nv_llm_output_token_len"],
+    TRITON_KV_BLOCKS => ["nv_trt_llm_kv_cache_block_metrics"],
+    TRITON_WAITING => ["nv_inference_pending_request_count"],
+    DYNAMO_TTFT => ["dynamo_frontend_time_to_first_token_seconds"],
+    DYNAMO_ITL => ["dynamo_frontend_inter_token_latency_seconds"],
+    DYNAMO_E2E => ["dynamo_frontend_request_duration_seconds"],
+    DYNAMO_OUTPUT_TOKENS => ["dynamo_frontend_output_tokens_total"],
+    DYNAMO_INPUT_TOKENS => ["dynamo_frontend_input_sequence_tokens"],
+    DYNAMO_WAITING => ["dynamo_frontend_queued_requests"],
+    DYNAMO_WORKER_KV_USAGE => ["dynamo_component_gpu_cache_usage_percent"],
+    DYNAMO_WORKER_REQUESTS => ["dynamo_component_requests_total"],
+}
+
+/// The other engines' inputs (see above), in the order they are tracked.
+pub const ENGINE_INPUTS: &[&Input] = &[
+    &SGLANG_PROMPT_TOKENS,
+    &SGLANG_GENERATION_TOKENS,
+    &SGLANG_TTFT,
+    &SGLANG_ITL,
+    &SGLANG_E2E,
+    &SGLANG_QUEUE,
+    &SGLANG_CACHE_HIT_RATE,
+    &SGLANG_TOKEN_USAGE,
+    &SGLANG_WAITING,
+    &TGI_E2E,
+    &TGI_QUEUE,
+    &TGI_BATCH_INFERENCE,
+    &TGI_TIME_PER_TOKEN,
+    &TGI_GENERATED_TOKENS,
+    &TGI_INPUT_LENGTH,
+    &TGI_WAITING,
+    &LLAMACPP_PROMPT_TOKENS,
+    &LLAMACPP_GENERATION_TOKENS,
+    &LLAMACPP_WAITING,
+    &TRTLLM_PROMPT_TOKENS,
+    &TRTLLM_GENERATION_TOKENS,
+    &TRTLLM_TTFT,
+    &TRTLLM_ITL,
+    &TRTLLM_E2E,
+    &TRTLLM_QUEUE,
+    &TRTLLM_KV_HIT_RATE,
+    &TRTLLM_KV_USAGE,
+    &TRTLLM_WAITING,
+    &TRITON_FIRST_RESPONSE,
+    &TRITON_REQUEST_DURATION,
+    &TRITON_QUEUE_DURATION,
+    &TRITON_OUTPUT_TOKENS,
+    &TRITON_KV_BLOCKS,
+    &TRITON_WAITING,
+    &DYNAMO_TTFT,
+    &DYNAMO_ITL,
+    &DYNAMO_E2E,
+    &DYNAMO_OUTPUT_TOKENS,
+    &DYNAMO_INPUT_TOKENS,
+    &DYNAMO_WAITING,
+    &DYNAMO_WORKER_KV_USAGE,
+    &DYNAMO_WORKER_REQUESTS,
+];
+
 /// What a target is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
     Vllm,
     Dcgm,
+    Sglang,
+    Tgi,
+    Llamacpp,
+    Trtllm,
+    Triton,
+    Dynamo,
     Other,
+}
+
+impl Source {
+    /// The `inference_server` label value of an inference server's series.
+    pub fn inference_server(self) -> Option<&'static str> {
+        Some(match self {
+            Source::Vllm => "vllm",
+            Source::Sglang => "sglang",
+            Source::Tgi => "tgi",
+            Source::Llamacpp => "llamacpp",
+            Source::Trtllm => "trtllm",
+            Source::Triton => "triton",
+            Source::Dynamo => "dynamo",
+            Source::Dcgm | Source::Other => return None,
+        })
+    }
+
+    /// The inference server as people write it.
+    pub fn display_name(self) -> &'static str {
+        match self {
+            Source::Vllm => "vLLM",
+            Source::Dcgm => "dcgm-exporter",
+            Source::Sglang => "SGLang",
+            Source::Tgi => "Hugging Face TGI",
+            Source::Llamacpp => "llama.cpp server",
+            Source::Trtllm => "TensorRT-LLM trtllm-serve",
+            Source::Triton => "Triton Inference Server",
+            Source::Dynamo => "NVIDIA Dynamo",
+            Source::Other => "an unknown source",
+        }
+    }
 }
 
 /// Schema eras, named by the releases that expose them.
@@ -101,6 +242,33 @@ pub enum Schema {
     DcgmClassic,
     /// dcgm-exporter with DCGM 4.6 canonical names (`*_RATIO`, `BOARD_POWER_WATTS`).
     Dcgm46,
+    /// SGLang 0.3.5.post2–0.4.3: `time_per_output_token_seconds`, no ITL
+    /// histogram yet.
+    Sglang03,
+    /// SGLang 0.4.5–0.5.1: the ITL histogram, no `queue_time_seconds`.
+    Sglang04,
+    /// SGLang 0.5.4 and later: `queue_time_seconds`.
+    Sglang05,
+    /// Hugging Face TGI (`tgi_*`; its metric set has been stable since 1.x).
+    Tgi,
+    /// llama.cpp's `llama-server --metrics` (`llamacpp:*`).
+    Llamacpp,
+    /// TensorRT-LLM's `trtllm-serve` with its `trtllm_` prefix.
+    TrtllmServe,
+    /// TensorRT-LLM metrics as Dynamo re-exported them with `trtllm:`
+    /// (ai-dynamo/dynamo#3676 to #4269).
+    TrtllmDynamo,
+    /// Triton with the TensorRT-LLM backend (`nv_trt_llm_*` beside
+    /// `nv_inference_*`).
+    TritonTrtllm,
+    /// Triton serving another backend (`nv_inference_*` only).
+    Triton,
+    /// NVIDIA Dynamo's HTTP frontend (`dynamo_frontend_*`).
+    DynamoFrontend,
+    /// A Dynamo worker whose engine's own metrics are not on the page
+    /// (`dynamo_component_*` only; with `vllm:` or `sglang:` passed through
+    /// it is that engine).
+    DynamoWorker,
 }
 
 impl Schema {
@@ -116,14 +284,44 @@ impl Schema {
             Schema::VllmV1Current => "vllm-v1-0.16+",
             Schema::DcgmClassic => "dcgm-classic",
             Schema::Dcgm46 => "dcgm-4.6",
+            Schema::Sglang03 => "sglang-0.3",
+            Schema::Sglang04 => "sglang-0.4",
+            Schema::Sglang05 => "sglang-0.5",
+            Schema::Tgi => "tgi",
+            Schema::Llamacpp => "llamacpp",
+            Schema::TrtllmServe => "trtllm-serve",
+            Schema::TrtllmDynamo => "trtllm-dynamo",
+            Schema::TritonTrtllm => "triton-trtllm",
+            Schema::Triton => "triton",
+            Schema::DynamoFrontend => "dynamo-frontend",
+            Schema::DynamoWorker => "dynamo-worker",
         }
     }
 
     pub fn source(self) -> Source {
         match self {
             Schema::DcgmClassic | Schema::Dcgm46 => Source::Dcgm,
-            _ => Source::Vllm,
+            Schema::Sglang03 | Schema::Sglang04 | Schema::Sglang05 => Source::Sglang,
+            Schema::Tgi => Source::Tgi,
+            Schema::Llamacpp => Source::Llamacpp,
+            Schema::TrtllmServe | Schema::TrtllmDynamo => Source::Trtllm,
+            Schema::TritonTrtllm | Schema::Triton => Source::Triton,
+            Schema::DynamoFrontend | Schema::DynamoWorker => Source::Dynamo,
+            Schema::VllmV0
+            | Schema::VllmV0Late
+            | Schema::VllmV1NoEngine
+            | Schema::VllmV1OldNames
+            | Schema::VllmV1BothNames
+            | Schema::VllmV1_011
+            | Schema::VllmV1NewNames
+            | Schema::VllmV1Current => Source::Vllm,
         }
+    }
+
+    /// Whether infertel derives series from this schema's targets (vLLM's
+    /// and dcgm-exporter's today); the others are recognised and reported.
+    pub fn derives(self) -> bool {
+        matches!(self.source(), Source::Vllm | Source::Dcgm)
     }
 
     /// True when the prefix-cache counters of this era may count KV blocks,
@@ -148,6 +346,41 @@ pub struct Families {
     bits: u128,
     pub any_vllm: bool,
     pub any_dcgm: bool,
+    /// The other engines' prefixes seen ([`engine_prefix`] bits).
+    pub engines: u16,
+}
+
+/// Bits of [`Families::engines`]: a family under each engine's prefix.
+pub mod prefix {
+    pub const SGLANG: u16 = 1;
+    pub const TGI: u16 = 1 << 1;
+    pub const LLAMACPP: u16 = 1 << 2;
+    pub const TRTLLM: u16 = 1 << 3;
+    /// `trtllm:`, the prefix Dynamo once added.
+    pub const TRTLLM_COLON: u16 = 1 << 4;
+    pub const TRITON: u16 = 1 << 5;
+    pub const TRITON_TRTLLM: u16 = 1 << 6;
+    pub const DYNAMO_FRONTEND: u16 = 1 << 7;
+    pub const DYNAMO_COMPONENT: u16 = 1 << 8;
+}
+
+/// The engine prefix bit of a metric name (0 for none): one byte compared
+/// for most names, as this runs on every new series.
+#[inline]
+pub fn engine_prefix(name: &str) -> u16 {
+    let b = name.as_bytes();
+    match b.first() {
+        Some(b's') if name.starts_with("sglang:") => prefix::SGLANG,
+        Some(b't') if name.starts_with("tgi_") => prefix::TGI,
+        Some(b't') if name.starts_with("trtllm_") => prefix::TRTLLM,
+        Some(b't') if name.starts_with("trtllm:") => prefix::TRTLLM_COLON,
+        Some(b'l') if name.starts_with("llamacpp:") => prefix::LLAMACPP,
+        Some(b'n') if name.starts_with("nv_trt_llm_") => prefix::TRITON_TRTLLM,
+        Some(b'n') if name.starts_with("nv_inference_") => prefix::TRITON,
+        Some(b'd') if name.starts_with("dynamo_frontend_") => prefix::DYNAMO_FRONTEND,
+        Some(b'd') if name.starts_with("dynamo_component_") => prefix::DYNAMO_COMPONENT,
+        _ => 0,
+    }
 }
 
 impl Families {
@@ -158,6 +391,7 @@ impl Families {
         } else if family.starts_with("DCGM_FI_") {
             self.any_dcgm = true;
         }
+        self.engines |= engine_prefix(family);
         if let Some(i) = relevant_index(family) {
             self.bits |= 1 << i;
         }
@@ -200,6 +434,9 @@ const MARKERS: &[&str] = &[
     "DCGM_FI_DEV_BOARD_POWER_WATTS",
     "DCGM_FI_PROF_DRAM_UTIL_RATIO",
     "DCGM_FI_PROF_TENSOR_UTIL_RATIO",
+    // SGLang's eras (the ITL histogram replaced the TPOT one in 0.4.5; the
+    // queue histogram came in 0.5.4).
+    "sglang:time_per_output_token_seconds",
 ];
 
 /// Every input of every derived series.
@@ -251,7 +488,8 @@ pub const CREATED_OF: &[&Input] = &[&SUCCESS, &HTTP_REQUESTS];
 pub fn relevant_families() -> &'static [&'static str] {
     static LIST: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
         let mut v: Vec<&'static str> = Vec::new();
-        for n in ALL_INPUTS.iter().flat_map(|i| i.names.iter().copied()).chain(MARKERS.iter().copied()) {
+        let engines = ENGINE_INPUTS.iter().flat_map(|i| i.names.iter().copied());
+        for n in ALL_INPUTS.iter().flat_map(|i| i.names.iter().copied()).chain(MARKERS.iter().copied()).chain(engines) {
             if !v.contains(&n) {
                 v.push(n);
             }
@@ -292,6 +530,45 @@ pub fn detect(families: &Families, vllm_engine_label: bool) -> Option<Schema> {
             _ if has("vllm:time_per_output_token_seconds") => Schema::VllmV1_011,
             _ => Schema::VllmV1NewNames,
         });
+    }
+    let e = families.engines;
+    if e & prefix::SGLANG != 0 {
+        return Some(if has("sglang:queue_time_seconds") {
+            Schema::Sglang05
+        } else if has("sglang:inter_token_latency_seconds") {
+            Schema::Sglang04
+        } else if has("sglang:time_per_output_token_seconds") {
+            Schema::Sglang03
+        } else {
+            // Histograms appear with the first request: a server that has
+            // served none yet is taken as current.
+            Schema::Sglang05
+        });
+    }
+    if e & prefix::TRTLLM != 0 {
+        return Some(Schema::TrtllmServe);
+    }
+    if e & prefix::TRTLLM_COLON != 0 {
+        return Some(Schema::TrtllmDynamo);
+    }
+    if e & prefix::TRITON_TRTLLM != 0 {
+        return Some(Schema::TritonTrtllm);
+    }
+    if e & prefix::TRITON != 0 {
+        return Some(Schema::Triton);
+    }
+    if e & prefix::TGI != 0 {
+        return Some(Schema::Tgi);
+    }
+    if e & prefix::LLAMACPP != 0 {
+        return Some(Schema::Llamacpp);
+    }
+    // The frontend also appends the runtime's `dynamo_component_router_*`.
+    if e & prefix::DYNAMO_FRONTEND != 0 {
+        return Some(Schema::DynamoFrontend);
+    }
+    if e & prefix::DYNAMO_COMPONENT != 0 {
+        return Some(Schema::DynamoWorker);
     }
     if families.any_dcgm {
         let renamed = [
@@ -342,6 +619,71 @@ pub fn expectations(schema: Schema) -> Vec<(&'static Input, &'static str)> {
             (&DRAM_ACTIVE, "infertel_memory_bound"),
             (&TENSOR_ACTIVE, "infertel_memory_bound"),
         ],
+        Source::Sglang => {
+            let mut v: Vec<(&'static Input, &'static str)> = vec![
+                (&SGLANG_GENERATION_TOKENS, "infertel_generation_tokens_per_second"),
+                (&SGLANG_PROMPT_TOKENS, "infertel_prompt_tokens_per_second"),
+                (&SGLANG_TTFT, "infertel_time_to_first_token_seconds"),
+                (&SGLANG_ITL, "infertel_inter_token_latency_seconds"),
+                (&SGLANG_E2E, "infertel_e2e_latency_seconds"),
+                (&SGLANG_CACHE_HIT_RATE, "infertel_prefix_cache_hit_ratio"),
+                (&SGLANG_TOKEN_USAGE, "infertel_kv_cache_usage_ratio"),
+                (&SGLANG_WAITING, "infertel_scale_signal"),
+            ];
+            if schema == Schema::Sglang05 {
+                v.push((&SGLANG_QUEUE, "infertel_request_phase_seconds"));
+            }
+            v
+        }
+        Source::Tgi => vec![
+            (&TGI_GENERATED_TOKENS, "infertel_generation_tokens_per_second"),
+            (&TGI_INPUT_LENGTH, "infertel_prompt_tokens_per_second"),
+            (&TGI_QUEUE, "infertel_time_to_first_token_seconds"),
+            (&TGI_BATCH_INFERENCE, "infertel_time_to_first_token_seconds"),
+            (&TGI_TIME_PER_TOKEN, "infertel_inter_token_latency_seconds"),
+            (&TGI_E2E, "infertel_e2e_latency_seconds"),
+            (&TGI_WAITING, "infertel_scale_signal"),
+        ],
+        Source::Llamacpp => vec![
+            (&LLAMACPP_GENERATION_TOKENS, "infertel_generation_tokens_per_second"),
+            (&LLAMACPP_PROMPT_TOKENS, "infertel_prompt_tokens_per_second"),
+            (&LLAMACPP_WAITING, "infertel_scale_signal"),
+        ],
+        Source::Trtllm => vec![
+            (&TRTLLM_GENERATION_TOKENS, "infertel_generation_tokens_per_second"),
+            (&TRTLLM_PROMPT_TOKENS, "infertel_prompt_tokens_per_second"),
+            (&TRTLLM_TTFT, "infertel_time_to_first_token_seconds"),
+            (&TRTLLM_ITL, "infertel_inter_token_latency_seconds"),
+            (&TRTLLM_E2E, "infertel_e2e_latency_seconds"),
+            (&TRTLLM_QUEUE, "infertel_request_phase_seconds"),
+            (&TRTLLM_KV_HIT_RATE, "infertel_prefix_cache_hit_ratio"),
+            (&TRTLLM_KV_USAGE, "infertel_kv_cache_usage_ratio"),
+            (&TRTLLM_WAITING, "infertel_scale_signal"),
+        ],
+        Source::Triton => {
+            let mut v: Vec<(&'static Input, &'static str)> = vec![
+                (&TRITON_FIRST_RESPONSE, "infertel_time_to_first_token_seconds"),
+                (&TRITON_REQUEST_DURATION, "infertel_e2e_latency_seconds"),
+                (&TRITON_QUEUE_DURATION, "infertel_request_phase_seconds"),
+                (&TRITON_WAITING, "infertel_scale_signal"),
+            ];
+            if schema == Schema::TritonTrtllm {
+                v.push((&TRITON_OUTPUT_TOKENS, "infertel_generation_tokens_per_second"));
+                v.push((&TRITON_KV_BLOCKS, "infertel_kv_cache_usage_ratio"));
+            }
+            v
+        }
+        Source::Dynamo => match schema {
+            Schema::DynamoWorker => vec![(&DYNAMO_WORKER_KV_USAGE, "infertel_kv_cache_usage_ratio")],
+            _ => vec![
+                (&DYNAMO_OUTPUT_TOKENS, "infertel_generation_tokens_per_second"),
+                (&DYNAMO_INPUT_TOKENS, "infertel_prompt_tokens_per_second"),
+                (&DYNAMO_TTFT, "infertel_time_to_first_token_seconds"),
+                (&DYNAMO_ITL, "infertel_inter_token_latency_seconds"),
+                (&DYNAMO_E2E, "infertel_e2e_latency_seconds"),
+                (&DYNAMO_WAITING, "infertel_scale_signal"),
+            ],
+        },
         Source::Other => vec![],
     }
 }

@@ -210,6 +210,8 @@ struct SeriesInfo {
     dcgm: bool,
     /// A `vllm:` series with an `engine` label.
     engine: bool,
+    /// Another engine's prefix ([`schema::engine_prefix`]).
+    engine_prefix: u16,
     /// The target's `up`: a staleness marker on it means the target is gone.
     up: bool,
 }
@@ -224,6 +226,7 @@ impl SeriesInfo {
             vllm,
             dcgm: name.starts_with("DCGM_FI_"),
             engine: vllm && l.get("engine").is_some(),
+            engine_prefix: schema::engine_prefix(name),
             up: name == "up",
         }
     }
@@ -376,6 +379,7 @@ impl Engine {
                 acc.any_live = true;
                 acc.families.any_vllm |= info.vllm;
                 acc.families.any_dcgm |= info.dcgm;
+                acc.families.engines |= info.engine_prefix;
                 acc.engine |= info.engine;
                 if let Some(w) = info.wire {
                     acc.families.insert_index(w.family);

@@ -262,22 +262,31 @@ impl Engine {
             // A target is live while it is not gone and has a sample in the
             // window: a failed scrape (its markers) does not blank it.
             let live = !st.gone
-                && st
-                    .series
-                    .values()
-                    .flat_map(|m| m.values())
-                    .any(|v| in_window(v, t, self.settings.window_ms).is_ok());
+                && (st.series.values().flat_map(|m| m.values()).any(|v| in_window(v, t, self.settings.window_ms).is_ok())
+                    // No samples are kept of a target whose series are not
+                    // derived from: its newest scrape tells.
+                    || (detected.is_some_and(|s| !s.derives()) && t - st.newest_ms <= self.settings.window_ms));
             if live && let Some(s) = detected {
-                let labels = vec![
+                let mut labels = vec![
                     ("instance".into(), key.instance.clone()),
                     ("job".into(), key.job.clone()),
                     ("schema".into(), s.as_str().to_string()),
                 ];
+                if let Some(server) = s.source().inference_server() {
+                    labels.insert(1, ("inference_server".into(), server.to_string()));
+                }
                 out.derived.push(Derived { name: "infertel_target_schema_info", labels, value: 1.0 });
                 match s.source() {
                     Source::Vllm => self.eval_vllm(&view, key, s, &mut out),
                     Source::Dcgm => gpu::eval_dcgm(&view, &self.settings, &mut out),
-                    Source::Other => {}
+                    // Recognised and reported; their derivations are not built yet.
+                    Source::Sglang
+                    | Source::Tgi
+                    | Source::Llamacpp
+                    | Source::Trtllm
+                    | Source::Triton
+                    | Source::Dynamo
+                    | Source::Other => {}
                 }
             } else if st.gone {
                 out.skipped.push(("infertel_target_schema_info", Skip::StaleInput));

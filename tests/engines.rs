@@ -1,0 +1,94 @@
+//! The other inference servers on the real binary: each engine's exposition
+//! (the fixtures of `tests/fixtures/engines/`, written from the engine's
+//! source) is scraped by the agent, and a real Prometheus stores
+//! `infertel_target_schema_info` with the schema and `inference_server` of
+//! each target; the agent logs once what each target is. The same pages
+//! are scraped by Prometheus itself, which must take them without error.
+
+mod support;
+
+use std::time::Duration;
+use support::*;
+
+const ENGINES: &[(&str, &str, &str, &str)] = &[
+    ("sglang", "sglang.prom", "sglang-0.5", "sglang"),
+    ("tgi", "tgi.prom", "tgi", "tgi"),
+    ("llamacpp", "llamacpp.prom", "llamacpp", "llamacpp"),
+    ("trtllm", "trtllm-serve.prom", "trtllm-serve", "trtllm"),
+    ("triton", "triton-trtllm.prom", "triton-trtllm", "triton"),
+    ("dynamo", "dynamo-frontend.prom", "dynamo-frontend", "dynamo"),
+];
+
+#[test]
+fn every_engine_is_reported_with_its_schema_in_prometheus() {
+    let targets = Targets::start();
+    let mut jobs = String::new();
+    let mut direct = String::new();
+    for (job, file, _, _) in ENGINES {
+        let body = std::fs::read_to_string(repo_dir().join("tests/fixtures/engines").join(file)).expect("fixture");
+        targets.set(&format!("/{job}"), TEXT_004, body);
+        jobs.push_str(&format!(
+            "        - job_name: {job}\n          metrics_path: /{job}\n          static_configs: [{{targets: ['{}']}}]\n",
+            targets.addr
+        ));
+        // Prometheus scrapes the same pages itself, under other job names.
+        direct.push_str(&format!(
+            "  - job_name: direct_{job}\n    metrics_path: /{job}\n    static_configs: [{{targets: ['{}']}}]\n",
+            targets.addr
+        ));
+    }
+    let prom = Prometheus::start(&direct);
+    let cfg = format!(
+        r#"
+receivers:
+  prometheus:
+    config:
+      global: {{scrape_interval: 1s, scrape_timeout: 1s}}
+      scrape_configs:
+{jobs}
+processors:
+  inference:
+    window: 5s
+exporters:
+  prometheusremotewrite:
+    endpoint: {}
+service:
+  pipelines:
+    metrics: {{receivers: [prometheus], processors: [inference], exporters: [prometheusremotewrite]}}
+  telemetry: {{metrics: {{address: "{{{{TELEMETRY}}}}"}}}}
+"#,
+        prom.write_url()
+    );
+    let agent = Agent::start(&cfg);
+    for (job, file, schema, server) in ENGINES {
+        let q = format!("infertel_target_schema_info{{job=\"{job}\"}}");
+        let got = wait_until(&q, Duration::from_secs(30), || {
+            let r = prom.query(&q);
+            (!r.is_empty()).then_some(r)
+        });
+        assert_eq!(got.len(), 1, "{file}: {got:?}");
+        let l = &got[0].0;
+        assert_eq!(l.get("schema").map(String::as_str), Some(*schema), "{file}: {l:?}");
+        assert_eq!(l.get("inference_server").map(String::as_str), Some(*server), "{file}: {l:?}");
+        assert_eq!(got[0].1, "1");
+        // Prometheus' own scrape of the page takes every sample.
+        let up = wait_until("prometheus' own scrape", Duration::from_secs(30), || {
+            prom.query(&format!("up{{job=\"direct_{job}\"}}")).into_iter().next().map(|(_, v)| v)
+        });
+        assert_eq!(up, "1", "{file}: Prometheus scraped it");
+        let n = prom.query(&format!("scrape_samples_post_metric_relabeling{{job=\"direct_{job}\"}}"));
+        assert!(n.first().is_some_and(|(_, v)| parse_prom_float(v) > 0.0), "{file}: {n:?}");
+    }
+    let log = agent.proc.log_text();
+    for name in [
+        "SGLang",
+        "Hugging Face TGI",
+        "llama.cpp server",
+        "TensorRT-LLM trtllm-serve",
+        "Triton Inference Server",
+        "NVIDIA Dynamo",
+    ] {
+        assert!(log.contains(&format!("target is {name}")), "{name} logged:\n{log}");
+    }
+    assert!(!log.contains("a dashboard on"), "faithful expositions miss nothing:\n{log}");
+}

@@ -132,6 +132,35 @@ fn issue(origin: &str, text: &str, path: &str, err: &serde_yaml::Error) -> Confi
     ConfigIssue { origin: origin.into(), line, column, path: full, message: msg }
 }
 
+/// Adds the Collector's hint to an issue about a TLS key written on an
+/// exporter itself (see [`legacy_tls_hint`]).
+pub(super) fn with_hint(mut e: ConfigIssue) -> ConfigIssue {
+    // The path is the issue's, or (the whole file's first error) written
+    // before the message.
+    let (path, rest) = match e.message.split_once(": unknown field `") {
+        Some((p, r)) if e.path.is_empty() && !p.contains(' ') => (p.to_string(), r),
+        _ => (e.path.clone(), e.message.strip_prefix("unknown field `").unwrap_or("")),
+    };
+    let unknown = rest.split('`').next().filter(|k| !k.is_empty());
+    if let Some(hint) = unknown.and_then(|k| legacy_tls_hint(&path, k)) {
+        e.message = format!("{}; {hint}", e.message);
+    }
+    e
+}
+
+/// The Collector's hint for a TLS key written where it used to go, on an
+/// exporter itself (before configtls, `insecure: true` sat beside
+/// `endpoint`; the Collector now reads it only under `tls`).
+pub(super) fn legacy_tls_hint(path: &str, key: &str) -> Option<String> {
+    const TLS_KEYS: &[&str] =
+        &["insecure", "insecure_skip_verify", "ca_file", "cert_file", "key_file", "server_name_override"];
+    let exporter = path.strip_prefix("exporters.")?;
+    if exporter.contains('.') || !TLS_KEYS.contains(&key) {
+        return None;
+    }
+    Some(format!("{key} belongs under tls, as the Collector reads it: write tls: {{{key}: ...}} (tls.{key})"))
+}
+
 /// The first line from `start` (1-based) through the end of its block that
 /// holds `value` as a value (`key: value`, `- value`): (line, column).
 fn find_value(text: &str, start: usize, value: &str) -> Option<(usize, usize)> {
@@ -324,6 +353,16 @@ fn prometheus_jobs(origin: &str, text: &str, path: &str, body: &Value) -> Vec<Co
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_legacy_top_level_tls_key_gets_the_collectors_hint() {
+        let text = "receivers:\n  prometheus:\n    config:\n      scrape_configs:\n        - job_name: a\n          static_configs: [{targets: ['h:1']}]\nexporters:\n  otlp:\n    endpoint: c:4317\n    insecure: true\nservice:\n  pipelines:\n    metrics: {receivers: [prometheus], exporters: [otlp]}\n";
+        let errors = crate::load_str("c.yaml", text, &|_| None).err().expect("refused").errors;
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        let e = &errors[0];
+        assert_eq!(e.line, Some(10), "{e}");
+        assert!(e.message.contains("unknown field `insecure`") && e.message.contains("tls.insecure"), "{e:?}");
+    }
+
     use super::*;
 
     const DOC: &str = "receivers:\n  prometheus:\n    config:\n      scrape_configs:\n        - job_name: a\n          static_configs: [{targets: ['h:1']}]\n        # a comment\n        - job_name: b\n          tls_config:\n            ca_file: /x\n";

@@ -279,6 +279,7 @@ pub struct Refused {
 pub fn load_str(origin: &str, text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, Refused> {
     let (expanded, warnings) = env::expand(origin, text, lookup);
     load_expanded(origin, &expanded, warnings, lookup)
+        .map_err(|r| Refused { errors: r.errors.into_iter().map(issues::with_hint).collect(), warnings: r.warnings })
 }
 
 /// [`load_str`] after environment expansion.

@@ -8,7 +8,10 @@
 //! engine's names read in its own source, with the commits).
 
 /// Candidate wire names per input, preferred first. The first one a target
-/// exposes is used.
+/// exposes is used. Besides vLLM's, the names of the servers whose series
+/// mean the same (SGLang, TensorRT-LLM's trtllm-serve, Dynamo's frontend:
+/// histograms in seconds, token counters) are candidates too, so their
+/// targets go through the same derivations (`docs/engines/`).
 pub struct Input {
     pub key: &'static str,
     pub names: &'static [&'static str],
@@ -21,28 +24,30 @@ macro_rules! inputs {
 }
 
 inputs! {
-    PROMPT_TOKENS => ["vllm:prompt_tokens_total"],
-    GENERATION_TOKENS => ["vllm:generation_tokens_total"],
+    PROMPT_TOKENS => ["vllm:prompt_tokens_total", "sglang:prompt_tokens_total", "trtllm_prompt_tokens_total", "trtllm:prompt_tokens_total"],
+    GENERATION_TOKENS => ["vllm:generation_tokens_total", "sglang:generation_tokens_total", "trtllm_generation_tokens_total", "trtllm:generation_tokens_total", "dynamo_frontend_output_tokens_total"],
     // Tokens since 0.9.0 (blocks in V1 before: still a hit ratio, in blocks).
     PREFIX_QUERIES => ["vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"],
-    PREFIX_HITS => ["vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"],
+    PREFIX_HITS => ["vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total", "trtllm_kv_cache_reused_blocks_total", "trtllm:kv_cache_reused_blocks_total"],
+    // TensorRT-LLM counts reused and missed blocks, not queries.
+    PREFIX_MISSES => ["trtllm_kv_cache_missed_blocks_total", "trtllm:kv_cache_missed_blocks_total"],
     // V0 exported the ratio itself as a gauge, -1 when unknown.
     PREFIX_HIT_RATE_V0 => ["vllm:gpu_prefix_cache_hit_rate"],
-    PROMPT_TOKENS_CACHED => ["vllm:prompt_tokens_cached_total"],
-    SUCCESS => ["vllm:request_success_total"],
-    TTFT => ["vllm:time_to_first_token_seconds"],
-    ITL => ["vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"],
-    E2E => ["vllm:e2e_request_latency_seconds"],
-    QUEUE => ["vllm:request_queue_time_seconds"],
-    PREFILL => ["vllm:request_prefill_time_seconds"],
-    DECODE => ["vllm:request_decode_time_seconds"],
-    INFERENCE => ["vllm:request_inference_time_seconds"],
+    PROMPT_TOKENS_CACHED => ["vllm:prompt_tokens_cached_total", "sglang:cached_tokens_total"],
+    SUCCESS => ["vllm:request_success_total", "trtllm_request_success_total", "trtllm:request_success_total"],
+    TTFT => ["vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds", "trtllm_time_to_first_token_seconds", "trtllm:time_to_first_token_seconds", "dynamo_frontend_time_to_first_token_seconds"],
+    ITL => ["vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds", "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds", "trtllm_time_per_output_token_seconds", "trtllm:time_per_output_token_seconds", "dynamo_frontend_inter_token_latency_seconds"],
+    E2E => ["vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds", "trtllm_e2e_request_latency_seconds", "trtllm:e2e_request_latency_seconds", "dynamo_frontend_request_duration_seconds"],
+    QUEUE => ["vllm:request_queue_time_seconds", "sglang:queue_time_seconds", "trtllm_request_queue_time_seconds", "trtllm:request_queue_time_seconds"],
+    PREFILL => ["vllm:request_prefill_time_seconds", "trtllm_request_prefill_time_seconds", "trtllm:request_prefill_time_seconds"],
+    DECODE => ["vllm:request_decode_time_seconds", "trtllm_request_decode_time_seconds", "trtllm:request_decode_time_seconds"],
+    INFERENCE => ["vllm:request_inference_time_seconds", "trtllm_request_inference_time_seconds", "trtllm:request_inference_time_seconds"],
     ITERATION_TOKENS => ["vllm:iteration_tokens_total"],
-    REQUEST_PROMPT_TOKENS => ["vllm:request_prompt_tokens"],
-    REQUEST_GENERATION_TOKENS => ["vllm:request_generation_tokens"],
-    KV_USAGE => ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
-    WAITING => ["vllm:num_requests_waiting"],
-    RUNNING => ["vllm:num_requests_running"],
+    REQUEST_PROMPT_TOKENS => ["vllm:request_prompt_tokens", "sglang:prompt_tokens_histogram", "dynamo_frontend_input_sequence_tokens"],
+    REQUEST_GENERATION_TOKENS => ["vllm:request_generation_tokens", "sglang:generation_tokens_histogram", "dynamo_frontend_output_sequence_tokens"],
+    KV_USAGE => ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage", "trtllm_kv_cache_utilization", "trtllm:kv_cache_utilization"],
+    WAITING => ["vllm:num_requests_waiting", "sglang:num_queue_reqs", "trtllm_num_requests_waiting", "trtllm:num_requests_waiting", "dynamo_frontend_queued_requests"],
+    RUNNING => ["vllm:num_requests_running", "sglang:num_running_reqs", "trtllm_num_requests_running", "trtllm:num_requests_running", "dynamo_frontend_inflight_requests"],
     HTTP_REQUESTS => ["http_requests_total"],
     MAX_TOKENS => ["vllm:request_params_max_tokens"],
     PREEMPTIONS => ["vllm:num_preemptions_total"],
@@ -78,6 +83,7 @@ inputs! {
     SGLANG_QUEUE => ["sglang:queue_time_seconds"],
     // A 0-1 gauge computed by SGLang, not counters.
     SGLANG_CACHE_HIT_RATE => ["sglang:cache_hit_rate"],
+    SGLANG_CACHED_TOKENS => ["sglang:cached_tokens_total"],
     SGLANG_TOKEN_USAGE => ["sglang:token_usage"],
     SGLANG_WAITING => ["sglang:num_queue_reqs"],
     TGI_E2E => ["tgi_request_duration"],
@@ -99,6 +105,7 @@ inputs! {
     TRTLLM_E2E => ["trtllm_e2e_request_latency_seconds", "trtllm:e2e_request_latency_seconds"],
     TRTLLM_QUEUE => ["trtllm_request_queue_time_seconds", "trtllm:request_queue_time_seconds"],
     TRTLLM_KV_HIT_RATE => ["trtllm_kv_cache_hit_rate", "trtllm:kv_cache_hit_rate"],
+    TRTLLM_REUSED_BLOCKS => ["trtllm_kv_cache_reused_blocks_total", "trtllm:kv_cache_reused_blocks_total"],
     TRTLLM_KV_USAGE => ["trtllm_kv_cache_utilization", "trtllm:kv_cache_utilization"],
     TRTLLM_WAITING => ["trtllm_num_requests_waiting", "trtllm:num_requests_waiting"],
     // Triton's first response of a decoupled (streaming) model: TTFT.
@@ -127,6 +134,7 @@ pub const ENGINE_INPUTS: &[&Input] = &[
     &SGLANG_E2E,
     &SGLANG_QUEUE,
     &SGLANG_CACHE_HIT_RATE,
+    &SGLANG_CACHED_TOKENS,
     &SGLANG_TOKEN_USAGE,
     &SGLANG_WAITING,
     &TGI_E2E,
@@ -146,6 +154,7 @@ pub const ENGINE_INPUTS: &[&Input] = &[
     &TRTLLM_E2E,
     &TRTLLM_QUEUE,
     &TRTLLM_KV_HIT_RATE,
+    &TRTLLM_REUSED_BLOCKS,
     &TRTLLM_KV_USAGE,
     &TRTLLM_WAITING,
     &TRITON_FIRST_RESPONSE,
@@ -191,6 +200,22 @@ impl Source {
             Source::Dynamo => "dynamo",
             Source::Dcgm | Source::Other => return None,
         })
+    }
+
+    /// Whether `name` is one of this source's own metric names (by prefix).
+    pub fn owns(self, name: &str) -> bool {
+        let prefixes: &[&str] = match self {
+            Source::Vllm => &["vllm:"],
+            Source::Dcgm => &["DCGM_FI_"],
+            Source::Sglang => &["sglang:"],
+            Source::Tgi => &["tgi_"],
+            Source::Llamacpp => &["llamacpp:"],
+            Source::Trtllm => &["trtllm_", "trtllm:"],
+            Source::Triton => &["nv_"],
+            Source::Dynamo => &["dynamo_"],
+            Source::Other => &[""],
+        };
+        prefixes.iter().any(|p| name.starts_with(p))
     }
 
     /// The inference server as people write it.
@@ -318,10 +343,21 @@ impl Schema {
         }
     }
 
-    /// Whether infertel derives series from this schema's targets (vLLM's
-    /// and dcgm-exporter's today); the others are recognised and reported.
+    /// Whether infertel derives series from this schema's targets (vLLM,
+    /// SGLang, trtllm-serve, Dynamo's frontend and dcgm-exporter); the others
+    /// are recognised and reported.
     pub fn derives(self) -> bool {
-        matches!(self.source(), Source::Vllm | Source::Dcgm)
+        match self.source() {
+            Source::Vllm | Source::Dcgm | Source::Sglang | Source::Trtllm => true,
+            Source::Dynamo => self == Schema::DynamoFrontend,
+            Source::Tgi | Source::Llamacpp | Source::Triton | Source::Other => false,
+        }
+    }
+
+    /// Whether this schema's series go through the engine derivations
+    /// (`engine/vllm.rs`): the servers whose inputs mean what vLLM's do.
+    pub fn engine_derived(self) -> bool {
+        self.derives() && self.source() != Source::Dcgm
     }
 
     /// True when the prefix-cache counters of this era may count KV blocks,
@@ -445,6 +481,7 @@ pub const ALL_INPUTS: &[&Input] = &[
     &GENERATION_TOKENS,
     &PREFIX_QUERIES,
     &PREFIX_HITS,
+    &PREFIX_MISSES,
     &PREFIX_HIT_RATE_V0,
     &PROMPT_TOKENS_CACHED,
     &SUCCESS,
@@ -626,7 +663,9 @@ pub fn expectations(schema: Schema) -> Vec<(&'static Input, &'static str)> {
                 (&SGLANG_TTFT, "infertel_time_to_first_token_seconds"),
                 (&SGLANG_ITL, "infertel_inter_token_latency_seconds"),
                 (&SGLANG_E2E, "infertel_e2e_latency_seconds"),
-                (&SGLANG_CACHE_HIT_RATE, "infertel_prefix_cache_hit_ratio"),
+                // Its cache_hit_rate gauge is one prefill batch's ratio (zeroed
+                // by decode before 0.5.21): the counters tell the share.
+                (&SGLANG_CACHED_TOKENS, "infertel_prompt_tokens_cached_ratio"),
                 (&SGLANG_TOKEN_USAGE, "infertel_kv_cache_usage_ratio"),
                 (&SGLANG_WAITING, "infertel_scale_signal"),
             ];
@@ -656,7 +695,7 @@ pub fn expectations(schema: Schema) -> Vec<(&'static Input, &'static str)> {
             (&TRTLLM_ITL, "infertel_inter_token_latency_seconds"),
             (&TRTLLM_E2E, "infertel_e2e_latency_seconds"),
             (&TRTLLM_QUEUE, "infertel_request_phase_seconds"),
-            (&TRTLLM_KV_HIT_RATE, "infertel_prefix_cache_hit_ratio"),
+            (&TRTLLM_REUSED_BLOCKS, "infertel_prefix_cache_hit_ratio"),
             (&TRTLLM_KV_USAGE, "infertel_kv_cache_usage_ratio"),
             (&TRTLLM_WAITING, "infertel_scale_signal"),
         ],

@@ -5,6 +5,11 @@
 //! no missing family (a faithful exposition misses nothing a dashboard
 //! needs), and one with the families a dashboard would miss when they are
 //! taken away. A Dynamo worker passing vLLM's metrics through is vLLM.
+//!
+//! SGLang, trtllm-serve and Dynamo's frontend go through vLLM's
+//! derivations: a second scrape a minute later, each counter and histogram
+//! advanced by a chosen amount, must give the rates, ratios and quantiles
+//! worked out by hand below.
 
 use infertel_inference::scrape::series_from_text;
 use infertel_inference::{Engine, Evaluation, Settings, TargetKey};
@@ -43,40 +48,196 @@ fn without(body: &str, drop: &[&str]) -> String {
         .collect()
 }
 
-const CASES: &[(&str, &str, &str)] = &[
-    ("sglang.prom", "sglang-0.5", "sglang"),
-    ("tgi.prom", "tgi", "tgi"),
-    ("llamacpp.prom", "llamacpp", "llamacpp"),
-    ("trtllm-serve.prom", "trtllm-serve", "trtllm"),
-    ("triton-trtllm.prom", "triton-trtllm", "triton"),
-    ("dynamo-frontend.prom", "dynamo-frontend", "dynamo"),
+/// (fixture, schema, inference_server, derived like vLLM).
+const CASES: &[(&str, &str, &str, bool)] = &[
+    ("sglang.prom", "sglang-0.5", "sglang", true),
+    ("tgi.prom", "tgi", "tgi", false),
+    ("llamacpp.prom", "llamacpp", "llamacpp", false),
+    ("trtllm-serve.prom", "trtllm-serve", "trtllm", true),
+    ("triton-trtllm.prom", "triton-trtllm", "triton", false),
+    ("dynamo-frontend.prom", "dynamo-frontend", "dynamo", true),
 ];
 
 #[test]
 fn every_engine_is_recognised_from_its_own_exposition() {
-    for (file, schema, server) in CASES {
+    for (file, schema, server, derived) in CASES {
         let body = fixture(file);
         let ev = first_evaluation("engine", &body);
         assert_eq!(schema_info(&ev), (schema.to_string(), Some(server.to_string())), "{file}");
         let event = ev.schema_event.as_ref().unwrap_or_else(|| panic!("{file}: the schema is logged once"));
         assert_eq!(event.schema.as_str(), *schema);
         assert!(event.missing.is_empty(), "{file}: a faithful exposition misses nothing: {:?}", event.missing);
-        assert!(!event.schema.derives(), "{file}: derivations for {server} are not built yet");
-        // Nothing but the schema is derived from these (yet).
-        assert_eq!(ev.derived.len(), 1, "{file}: {:?}", ev.derived);
+        assert_eq!(event.schema.derives(), *derived, "{file}");
+        if !derived {
+            // Nothing but the schema is derived from these (yet).
+            assert_eq!(ev.derived.len(), 1, "{file}: {:?}", ev.derived);
+        }
+        // Every series derived from a server names it.
+        for d in &ev.derived {
+            assert_eq!(d.label("inference_server"), Some(*server), "{file}: {d:?}");
+        }
     }
+}
+
+/// The second scrape: each sample advanced by `delta(name, labels)`; for a
+/// histogram's buckets, by `bucket(name, le)` (cumulative, so every bucket
+/// from the one observations land in up to +Inf grows alike).
+fn advance(body: &str, delta: &dyn Fn(&str, &str) -> Option<f64>) -> String {
+    body.lines()
+        .map(|l| {
+            if l.starts_with('#') || l.is_empty() {
+                return format!("{l}\n");
+            }
+            let (series, value) = l.rsplit_once(' ').unwrap();
+            let name = series.split('{').next().unwrap();
+            let labels = series.strip_prefix(name).unwrap_or("");
+            match (delta(name, labels), value.parse::<f64>()) {
+                (Some(d), Ok(v)) => format!("{series} {}\n", v + d),
+                _ => format!("{l}\n"),
+            }
+        })
+        .collect()
+}
+
+fn le(labels: &str) -> f64 {
+    let v = labels.split("le=\"").nth(1).and_then(|r| r.split('"').next()).unwrap();
+    if v == "+Inf" { f64::INFINITY } else { v.parse().unwrap() }
+}
+
+/// `n` observations landing in the bucket whose upper bound is `upper`.
+fn into_bucket(labels: &str, upper: f64, n: f64) -> f64 {
+    if le(labels) >= upper { n } else { 0.0 }
+}
+
+fn two_scrapes(job: &str, body: &str, delta: &dyn Fn(&str, &str) -> Option<f64>) -> Evaluation {
+    let key = TargetKey { job: job.into(), instance: "engine:8000".into() };
+    let mut e = Engine::new(Settings::default());
+    let t0 = 1_785_192_900_000;
+    e.ingest(&series_from_text(body, t0, job, &key.instance).unwrap());
+    e.evaluate(&key, t0);
+    e.ingest(&series_from_text(&advance(body, delta), t0 + 60_000, job, &key.instance).unwrap());
+    e.evaluate(&key, t0 + 60_000)
+}
+
+fn value(ev: &Evaluation, name: &str, with: &[(&str, &str)]) -> f64 {
+    let hits: Vec<_> =
+        ev.derived.iter().filter(|d| d.name == name && with.iter().all(|(k, v)| d.label(k) == Some(*v))).collect();
+    assert_eq!(
+        hits.len(),
+        1,
+        "{name} {with:?}: {hits:?}\nall: {:?}",
+        ev.derived.iter().map(|d| d.name).collect::<Vec<_>>()
+    );
+    hits[0].value
+}
+
+fn close(got: f64, want: f64) {
+    assert!((got - want).abs() <= 1e-9 * want.abs().max(1.0), "got {got}, want {want}");
+}
+
+#[test]
+fn sglang_is_derived_as_vllm_is() {
+    // One minute: 6,000 prompt tokens (1,500 of them cached), 1,800
+    // generated; 100 requests whose TTFT falls in (0.2, 0.4], e2e in
+    // (2, 4] summing 300 s, queue time summing 5 s; 1,800 inter-token gaps
+    // in (0.015, 0.02].
+    let ev = two_scrapes("sglang", &fixture("sglang.prom"), &|name, labels| {
+        let streaming = labels.contains("is_streaming=\"true\"");
+        Some(match name {
+            "sglang:prompt_tokens_total" if streaming => 6_000.0,
+            "sglang:generation_tokens_total" => {
+                if streaming {
+                    1_200.0
+                } else {
+                    600.0
+                }
+            }
+            "sglang:cached_tokens_total" => 1_500.0,
+            "sglang:time_to_first_token_seconds_bucket" if streaming => into_bucket(labels, 0.4, 100.0),
+            "sglang:time_to_first_token_seconds_count" if streaming => 100.0,
+            "sglang:e2e_request_latency_seconds_bucket" if streaming => into_bucket(labels, 4.0, 100.0),
+            "sglang:e2e_request_latency_seconds_count" if streaming => 100.0,
+            "sglang:e2e_request_latency_seconds_sum" if streaming => 300.0,
+            "sglang:queue_time_seconds_count" => 100.0,
+            "sglang:queue_time_seconds_sum" => 5.0,
+            "sglang:inter_token_latency_seconds_bucket" => into_bucket(labels, 0.02, 1_800.0),
+            "sglang:inter_token_latency_seconds_count" => 1_800.0,
+            _ => return None,
+        })
+    });
+    let m = [("model_name", "Qwen/Qwen3-8B"), ("inference_server", "sglang")];
+    close(value(&ev, "infertel_prompt_tokens_per_second", &m), 100.0);
+    close(value(&ev, "infertel_generation_tokens_per_second", &m), 30.0);
+    close(value(&ev, "infertel_prompt_tokens_cached_ratio", &m), 0.25);
+    let q = |q: &'static str| [m[0], m[1], ("quantile", q)];
+    // histogram_quantile: linear inside the bucket.
+    close(value(&ev, "infertel_time_to_first_token_seconds", &q("0.5")), 0.3);
+    close(value(&ev, "infertel_time_to_first_token_seconds", &q("0.95")), 0.39);
+    close(value(&ev, "infertel_e2e_latency_seconds", &q("0.5")), 3.0);
+    close(value(&ev, "infertel_inter_token_latency_seconds", &q("0.5")), 0.0175);
+    let phase = |p: &'static str| [m[0], m[1], ("phase", p)];
+    close(value(&ev, "infertel_request_phase_seconds", &phase("queue")), 0.05);
+    close(value(&ev, "infertel_request_phase_seconds", &phase("e2e")), 3.0);
+    // The KV pool share is SGLang's token_usage gauge as it stands.
+    close(value(&ev, "infertel_kv_cache_usage_ratio", &m), 0.07);
+    // No counters of prefix-cache hits: its cache_hit_rate gauge is one
+    // prefill batch's ratio, so nothing is made of it.
+    assert!(!ev.derived.iter().any(|d| d.name == "infertel_prefix_cache_hit_ratio"));
+}
+
+#[test]
+fn trtllm_serve_and_dynamo_frontend_are_derived_as_vllm_is() {
+    // trtllm-serve: 50 requests (40 stop, 10 length) with TTFT in
+    // (0.1, 0.25]; 1,200 prompt and 3,000 generated tokens; 30 blocks
+    // reused and 10 missed.
+    let ev = two_scrapes("trtllm", &fixture("trtllm-serve.prom"), &|name, labels| {
+        Some(match name {
+            "trtllm_prompt_tokens_total" => 1_200.0,
+            "trtllm_generation_tokens_total" => 3_000.0,
+            "trtllm_kv_cache_reused_blocks_total" => 30.0,
+            "trtllm_kv_cache_missed_blocks_total" => 10.0,
+            "trtllm_request_success_total" if labels.contains("\"stop\"") => 40.0,
+            "trtllm_request_success_total" if labels.contains("\"length\"") => 10.0,
+            "trtllm_time_to_first_token_seconds_bucket" => into_bucket(labels, 0.25, 50.0),
+            "trtllm_time_to_first_token_seconds_count" => 50.0,
+            _ => return None,
+        })
+    });
+    let m = [("model_name", "Qwen3-8B"), ("inference_server", "trtllm")];
+    close(value(&ev, "infertel_prompt_tokens_per_second", &m), 20.0);
+    close(value(&ev, "infertel_generation_tokens_per_second", &m), 50.0);
+    close(value(&ev, "infertel_prefix_cache_hit_ratio", &m), 0.75);
+    close(value(&ev, "infertel_finished_ratio", &[m[0], m[1], ("finished_reason", "length")]), 0.2);
+    close(value(&ev, "infertel_time_to_first_token_seconds", &[m[0], m[1], ("quantile", "0.5")]), 0.175);
+    close(value(&ev, "infertel_kv_cache_usage_ratio", &m), 0.16298342541436464);
+
+    // Dynamo's frontend: 2,400 output tokens; 20 first tokens in (0.1, 0.22].
+    let ev = two_scrapes("dynamo", &fixture("dynamo-frontend.prom"), &|name, labels| {
+        Some(match name {
+            "dynamo_frontend_output_tokens_total" => 2_400.0,
+            "dynamo_frontend_time_to_first_token_seconds_bucket" => into_bucket(labels, 0.22, 20.0),
+            "dynamo_frontend_time_to_first_token_seconds_count" => 20.0,
+            _ => return None,
+        })
+    });
+    let m = [("model", "Qwen/Qwen3-32B"), ("inference_server", "dynamo")];
+    close(value(&ev, "infertel_generation_tokens_per_second", &m), 40.0);
+    close(value(&ev, "infertel_time_to_first_token_seconds", &[m[0], m[1], ("quantile", "0.5")]), 0.16);
 }
 
 #[test]
 fn a_missing_family_is_named_with_the_dashboard_it_empties() {
-    let body = without(&fixture("sglang.prom"), &["sglang:time_to_first_token_seconds", "sglang:cache_hit_rate"]);
+    let body = without(&fixture("sglang.prom"), &["sglang:time_to_first_token_seconds", "sglang:cached_tokens_total"]);
     let ev = first_evaluation("sglang", &body);
     let missing = &ev.schema_event.unwrap().missing;
     assert!(
         missing.contains(&("sglang:time_to_first_token_seconds".to_string(), "infertel_time_to_first_token_seconds")),
         "{missing:?}"
     );
-    assert!(missing.contains(&("sglang:cache_hit_rate".to_string(), "infertel_prefix_cache_hit_ratio")), "{missing:?}");
+    assert!(
+        missing.contains(&("sglang:cached_tokens_total".to_string(), "infertel_prompt_tokens_cached_ratio")),
+        "{missing:?}"
+    );
     assert_eq!(missing.len(), 2, "{missing:?}");
 }
 

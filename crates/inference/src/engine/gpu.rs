@@ -202,11 +202,12 @@ impl Engine {
         by_id.into_values().collect()
     }
 
-    /// Live vLLM targets, with their node.
+    /// Live inference-server targets (vLLM and the servers derived alike),
+    /// with their node.
     fn vllm_targets(&self, t: i64) -> Vec<(&TargetKey, &TargetState, Option<String>)> {
         self.targets
             .iter()
-            .filter(|(_, st)| source_of(st) == Some(Source::Vllm) && !st.gone)
+            .filter(|(_, st)| st.detected.is_some_and(|s| s.engine_derived()) && !st.gone)
             .filter(|(_, st)| {
                 let v = View { st, t, w: self.settings.window_ms };
                 v.select(&schema::GENERATION_TOKENS, "", &|_| true).is_ok()

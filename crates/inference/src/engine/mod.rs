@@ -254,7 +254,12 @@ impl Engine {
                 let missing = schema::expectations(s)
                     .into_iter()
                     .filter(|(i, _)| !i.names.iter().any(|n| st.families.contains(n)))
-                    .map(|(i, d)| (i.names.join(" or "), d))
+                    // The names of this server (the shared inputs list every
+                    // server's candidates).
+                    .map(|(i, d)| {
+                        let own: Vec<&str> = i.names.iter().copied().filter(|n| s.source().owns(n)).collect();
+                        (if own.is_empty() { i.names.join(" or ") } else { own.join(" or ") }, d)
+                    })
                     .collect();
                 event = Some(SchemaEvent { target: key.clone(), schema: s, previous: st.schema, missing });
             }
@@ -276,18 +281,21 @@ impl Engine {
                     labels.insert(1, ("inference_server".into(), server.to_string()));
                 }
                 out.derived.push(Derived { name: "infertel_target_schema_info", labels, value: 1.0 });
-                match s.source() {
-                    Source::Vllm => self.eval_vllm(&view, key, s, &mut out),
-                    Source::Dcgm => gpu::eval_dcgm(&view, &self.settings, &mut out),
-                    // Recognised and reported; their derivations are not built yet.
-                    Source::Sglang
-                    | Source::Tgi
-                    | Source::Llamacpp
-                    | Source::Trtllm
-                    | Source::Triton
-                    | Source::Dynamo
-                    | Source::Other => {}
+                if s.engine_derived() {
+                    let from = out.derived.len();
+                    self.eval_vllm(&view, key, s, &mut out);
+                    // Every series derived from an inference server says which.
+                    if let Some(server) = s.source().inference_server() {
+                        for d in &mut out.derived[from..] {
+                            d.labels.push(("inference_server".into(), server.into()));
+                            d.labels.sort();
+                        }
+                    }
+                } else if s.source() == Source::Dcgm {
+                    gpu::eval_dcgm(&view, &self.settings, &mut out);
                 }
+                // The other servers are recognised and reported; their
+                // derivations are not built yet.
             } else if st.gone {
                 out.skipped.push(("infertel_target_schema_info", Skip::StaleInput));
             }

@@ -9,7 +9,7 @@
 
 use super::Objectives;
 use super::view::{MaxPri, View, ratio};
-use crate::schema::{self, Input, Schema};
+use crate::schema::{self, Input, Schema, Source};
 use crate::window::{Skip, histogram_quantile, share_within};
 use infertel_model::Labels;
 use std::collections::BTreeMap;
@@ -21,6 +21,7 @@ const COUNTERS: &[(&str, &Input, &str)] = &[
     ("prompt_cached", &schema::PROMPT_TOKENS_CACHED, ""),
     ("prefix_hits", &schema::PREFIX_HITS, ""),
     ("prefix_queries", &schema::PREFIX_QUERIES, ""),
+    ("prefix_misses", &schema::PREFIX_MISSES, ""),
     ("requests", &schema::E2E, "_count"),
     ("queue", &schema::QUEUE, "_sum"),
     ("prefill", &schema::PREFILL, "_sum"),
@@ -110,7 +111,11 @@ impl Rates {
         // cache counts tokens, so its hits are the cached prompt tokens. The
         // schema decides (after a downgrade the old series lingers in the
         // window with too few samples to say anything).
-        if schema != Schema::VllmV1Current && !schema.prefix_cache_in_blocks() && !schema.is_v0() {
+        if schema.source() == Source::Vllm
+            && schema != Schema::VllmV1Current
+            && !schema.prefix_cache_in_blocks()
+            && !schema.is_v0()
+        {
             r.counters.insert("prompt_cached", r.counters["prefix_hits"]);
         }
         for (key, input) in HISTOGRAMS {
@@ -217,7 +222,11 @@ impl Rates {
                 Ok(self.v0_hit_rate.iter().sum::<f64>() / self.v0_hit_rate.len() as f64)
             }
         } else {
-            ratio(c("prefix_hits"), c("prefix_queries"))
+            match (c("prefix_queries"), c("prefix_misses")) {
+                // TensorRT-LLM counts reused and missed blocks: queries are both.
+                (Err(Skip::MissingInput), Ok(miss)) => ratio(c("prefix_hits"), c("prefix_hits").map(|h| h + miss)),
+                (q, _) => ratio(c("prefix_hits"), q),
+            }
         };
         m.put("prefix_cache_hit_ratio", prefix);
         m.put("prompt_tokens_cached_ratio", ratio(c("prompt_cached"), c("prompt")));

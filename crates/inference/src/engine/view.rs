@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 
 pub type LabelPairs = Vec<(String, String)>;
 
-// Both sorted bytewise (see `matches`).
-pub(crate) const VLLM_GROUP: &[&str; 6] = &["engine", "instance", "job", "model_name", "namespace", "pod"];
+// Both sorted bytewise (see `matches`). An engine group: vLLM's `engine`
+// and `model_name`, Dynamo's `model`, and where it runs.
+pub(crate) const VLLM_GROUP: &[&str; 7] = &["engine", "instance", "job", "model", "model_name", "namespace", "pod"];
 pub(crate) const GPU_GROUP: &[&str] = &["GPU_I_ID", "Hostname", "UUID", "gpu", "hostname", "instance", "job"];
 
 pub(crate) fn restrict(l: &Labels, names: &[&str]) -> LabelPairs {

@@ -1,28 +1,42 @@
-//! The derived series of a vLLM target: one set per engine group (the
-//! identifying labels of its `vllm:` series: `engine`, `model_name`, `pod`,
-//! ...), each computed from the group's [`Rates`].
+//! The derived series of an inference server's target: one set per engine
+//! group (the identifying labels of its series: `engine`, `model_name`,
+//! `pod`, ...), each computed from the group's [`Rates`]. vLLM's, and the
+//! servers whose inputs mean what vLLM's do (SGLang, trtllm-serve, Dynamo's
+//! frontend; see `schema.rs`).
 
 use super::rates::{PHASES, QUANTILES, Rates};
 use super::view::{LabelPairs, VLLM_GROUP, View, matches, project, with};
 use super::{Engine, Out, TargetKey};
-use crate::schema::{self, Schema};
+use crate::schema::{self, Schema, Source};
 use crate::window::{Skip, in_window, increase, sustained_above_zero};
 use infertel_model::Labels;
 use std::collections::BTreeSet;
 
+/// The metric-name prefixes of an inference server's own series.
+fn prefixes(source: Option<Source>) -> &'static [&'static str] {
+    match source {
+        Some(Source::Sglang) => &["sglang:"],
+        Some(Source::Trtllm) => &["trtllm_", "trtllm:"],
+        Some(Source::Dynamo) => &["dynamo_frontend_"],
+        _ => &["vllm:"],
+    }
+}
+
 /// The engine groups of a target at the view's time: the identifying labels
-/// of every `vllm:` series with a sample in the window.
+/// of every series of its server (`vllm:`, `sglang:`, ...) that names its
+/// model, with a sample in the window.
 pub(crate) fn groups(v: &View) -> BTreeSet<LabelPairs> {
-    // Every live vllm: series is looked at, so the group of each is compared
-    // as borrowed values against the few groups found so far; only a new
-    // group is copied out.
-    let mut found: Vec<[Option<&str>; 6]> = Vec::new();
+    let prefixes = prefixes(v.st.detected.map(|s| s.source()));
+    // Every live series is looked at, so the group of each is compared as
+    // borrowed values against the few groups found so far; only a new group
+    // is copied out.
+    let mut found: Vec<[Option<&str>; 7]> = Vec::new();
     for (name, m) in &v.st.series {
-        if !name.starts_with("vllm:") {
+        if !prefixes.iter().any(|p| name.starts_with(p)) {
             continue;
         }
         for (l, s) in m {
-            if l.get("model_name").is_none() {
+            if l.get("model_name").is_none() && l.get("model").is_none() {
                 continue;
             }
             let key = project(l, VLLM_GROUP);
@@ -171,7 +185,7 @@ impl Engine {
     /// The inputs of every engine of `key` at `t`, summed.
     pub(crate) fn target_rates(&self, key: &TargetKey, t: i64) -> Option<Rates> {
         let st = self.targets.get(key)?;
-        let schema = st.detected.filter(|s| s.source() == crate::schema::Source::Vllm)?;
+        let schema = st.detected.filter(|s| s.engine_derived())?;
         if st.gone {
             return None;
         }

@@ -2,8 +2,8 @@
 //! (the fixtures of `tests/fixtures/engines/`, written from the engine's
 //! source) is scraped by the agent, and a real Prometheus stores
 //! `infertel_target_schema_info` with the schema and `inference_server` of
-//! each target, and the series derived from SGLang, trtllm-serve and
-//! Dynamo's frontend with their `inference_server`; the agent logs once what
+//! each target, and the series derived from SGLang, trtllm-serve, Dynamo's
+//! frontend, TGI and llama.cpp with their `inference_server`; the agent logs once what
 //! each target is. The same pages are scraped by Prometheus itself, which
 //! must take them without error.
 
@@ -81,8 +81,9 @@ service:
         let n = prom.query(&format!("scrape_samples_post_metric_relabeling{{job=\"direct_{job}\"}}"));
         assert!(n.first().is_some_and(|(_, v)| parse_prom_float(v) > 0.0), "{file}: {n:?}");
     }
-    // SGLang, trtllm-serve and Dynamo's frontend are derived as vLLM is; the
-    // pages do not change, so the gauges are what they say and the rates 0.
+    // SGLang, trtllm-serve, Dynamo's frontend, TGI and llama.cpp are derived
+    // as vLLM is, for what they expose; the pages do not change, so the
+    // gauges are what they say and the rates 0.
     for (q, want) in [
         (r#"infertel_kv_cache_usage_ratio{job="sglang",inference_server="sglang",model_name="Qwen/Qwen3-8B"}"#, 0.07),
         (
@@ -93,6 +94,8 @@ service:
             r#"infertel_generation_tokens_per_second{job="dynamo",inference_server="dynamo",model="Qwen/Qwen3-32B"}"#,
             0.0,
         ),
+        (r#"infertel_generation_tokens_per_second{job="llamacpp",inference_server="llamacpp"}"#, 0.0),
+        (r#"infertel_generation_tokens_per_second{job="tgi",inference_server="tgi"}"#, 0.0),
     ] {
         let got = wait_until(q, Duration::from_secs(30), || {
             let r = prom.query(q);
@@ -101,11 +104,16 @@ service:
         assert!((parse_prom_float(&got[0].1) - want).abs() < 1e-12, "{q}: {got:?}");
     }
     let log = agent.proc.log_text();
-    for name in ["Hugging Face TGI", "llama.cpp server", "Triton Inference Server"] {
-        assert!(log.contains(&format!("target is {name}")), "{name} logged:\n{log}");
-    }
-    for schema in ["sglang-0.5", "trtllm-serve", "dynamo-frontend"] {
+    assert!(log.contains("target is Triton Inference Server"), "Triton logged:\n{log}");
+    for schema in ["sglang-0.5", "trtllm-serve", "dynamo-frontend", "tgi", "llamacpp"] {
         assert!(log.contains(&format!("target speaks {schema}")), "{schema} logged:\n{log}");
     }
+    // What a server cannot give is said once, with the reason.
+    assert!(
+        log.contains(
+            "infertel_time_to_first_token_seconds is not derived for this target: TGI has no time-to-first-token histogram"
+        ),
+        "{log}"
+    );
     assert!(!log.contains("a dashboard on"), "faithful expositions miss nothing:\n{log}");
 }

@@ -10,8 +10,10 @@
 /// Candidate wire names per input, preferred first. The first one a target
 /// exposes is used. Besides vLLM's, the names of the servers whose series
 /// mean the same (SGLang, TensorRT-LLM's trtllm-serve, Dynamo's frontend:
-/// histograms in seconds, token counters) are candidates too, so their
-/// targets go through the same derivations (`docs/engines/`).
+/// histograms in seconds, token counters; TGI and llama.cpp for what they
+/// have) are candidates too, so their targets go through the same
+/// derivations (`docs/engines/`). TGI counts tokens only in histograms of
+/// finished requests: their `_sum` stands for the counter.
 pub struct Input {
     pub key: &'static str,
     pub names: &'static [&'static str],
@@ -24,8 +26,8 @@ macro_rules! inputs {
 }
 
 inputs! {
-    PROMPT_TOKENS => ["vllm:prompt_tokens_total", "sglang:prompt_tokens_total", "trtllm_prompt_tokens_total", "trtllm:prompt_tokens_total"],
-    GENERATION_TOKENS => ["vllm:generation_tokens_total", "sglang:generation_tokens_total", "trtllm_generation_tokens_total", "trtllm:generation_tokens_total", "dynamo_frontend_output_tokens_total"],
+    PROMPT_TOKENS => ["vllm:prompt_tokens_total", "sglang:prompt_tokens_total", "trtllm_prompt_tokens_total", "trtllm:prompt_tokens_total", "llamacpp:prompt_tokens_total", "tgi_request_input_length_sum"],
+    GENERATION_TOKENS => ["vllm:generation_tokens_total", "sglang:generation_tokens_total", "trtllm_generation_tokens_total", "trtllm:generation_tokens_total", "dynamo_frontend_output_tokens_total", "llamacpp:tokens_predicted_total", "tgi_request_generated_tokens_sum"],
     // Tokens since 0.9.0 (blocks in V1 before: still a hit ratio, in blocks).
     PREFIX_QUERIES => ["vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"],
     PREFIX_HITS => ["vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total", "trtllm_kv_cache_reused_blocks_total", "trtllm:kv_cache_reused_blocks_total"],
@@ -36,18 +38,18 @@ inputs! {
     PROMPT_TOKENS_CACHED => ["vllm:prompt_tokens_cached_total", "sglang:cached_tokens_total"],
     SUCCESS => ["vllm:request_success_total", "trtllm_request_success_total", "trtllm:request_success_total"],
     TTFT => ["vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds", "trtllm_time_to_first_token_seconds", "trtllm:time_to_first_token_seconds", "dynamo_frontend_time_to_first_token_seconds"],
-    ITL => ["vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds", "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds", "trtllm_time_per_output_token_seconds", "trtllm:time_per_output_token_seconds", "dynamo_frontend_inter_token_latency_seconds"],
-    E2E => ["vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds", "trtllm_e2e_request_latency_seconds", "trtllm:e2e_request_latency_seconds", "dynamo_frontend_request_duration_seconds"],
-    QUEUE => ["vllm:request_queue_time_seconds", "sglang:queue_time_seconds", "trtllm_request_queue_time_seconds", "trtllm:request_queue_time_seconds"],
+    ITL => ["vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds", "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds", "trtllm_time_per_output_token_seconds", "trtllm:time_per_output_token_seconds", "dynamo_frontend_inter_token_latency_seconds", "tgi_request_mean_time_per_token_duration"],
+    E2E => ["vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds", "trtllm_e2e_request_latency_seconds", "trtllm:e2e_request_latency_seconds", "dynamo_frontend_request_duration_seconds", "tgi_request_duration"],
+    QUEUE => ["vllm:request_queue_time_seconds", "sglang:queue_time_seconds", "trtllm_request_queue_time_seconds", "trtllm:request_queue_time_seconds", "tgi_request_queue_duration"],
     PREFILL => ["vllm:request_prefill_time_seconds", "trtllm_request_prefill_time_seconds", "trtllm:request_prefill_time_seconds"],
     DECODE => ["vllm:request_decode_time_seconds", "trtllm_request_decode_time_seconds", "trtllm:request_decode_time_seconds"],
     INFERENCE => ["vllm:request_inference_time_seconds", "trtllm_request_inference_time_seconds", "trtllm:request_inference_time_seconds"],
     ITERATION_TOKENS => ["vllm:iteration_tokens_total"],
-    REQUEST_PROMPT_TOKENS => ["vllm:request_prompt_tokens", "sglang:prompt_tokens_histogram", "dynamo_frontend_input_sequence_tokens"],
-    REQUEST_GENERATION_TOKENS => ["vllm:request_generation_tokens", "sglang:generation_tokens_histogram", "dynamo_frontend_output_sequence_tokens"],
+    REQUEST_PROMPT_TOKENS => ["vllm:request_prompt_tokens", "sglang:prompt_tokens_histogram", "dynamo_frontend_input_sequence_tokens", "tgi_request_input_length"],
+    REQUEST_GENERATION_TOKENS => ["vllm:request_generation_tokens", "sglang:generation_tokens_histogram", "dynamo_frontend_output_sequence_tokens", "tgi_request_generated_tokens"],
     KV_USAGE => ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage", "trtllm_kv_cache_utilization", "trtllm:kv_cache_utilization"],
-    WAITING => ["vllm:num_requests_waiting", "sglang:num_queue_reqs", "trtllm_num_requests_waiting", "trtllm:num_requests_waiting", "dynamo_frontend_queued_requests"],
-    RUNNING => ["vllm:num_requests_running", "sglang:num_running_reqs", "trtllm_num_requests_running", "trtllm:num_requests_running", "dynamo_frontend_inflight_requests"],
+    WAITING => ["vllm:num_requests_waiting", "sglang:num_queue_reqs", "trtllm_num_requests_waiting", "trtllm:num_requests_waiting", "dynamo_frontend_queued_requests", "tgi_queue_size", "llamacpp:requests_deferred"],
+    RUNNING => ["vllm:num_requests_running", "sglang:num_running_reqs", "trtllm_num_requests_running", "trtllm:num_requests_running", "dynamo_frontend_inflight_requests", "tgi_batch_current_size", "llamacpp:requests_processing"],
     HTTP_REQUESTS => ["http_requests_total"],
     MAX_TOKENS => ["vllm:request_params_max_tokens"],
     PREEMPTIONS => ["vllm:num_preemptions_total"],
@@ -88,8 +90,6 @@ inputs! {
     SGLANG_WAITING => ["sglang:num_queue_reqs"],
     TGI_E2E => ["tgi_request_duration"],
     TGI_QUEUE => ["tgi_request_queue_duration"],
-    // Prefill batches: with the queue time, TGI's approximate TTFT.
-    TGI_BATCH_INFERENCE => ["tgi_batch_inference_duration"],
     // inference time / generated tokens per request: prefill included.
     TGI_TIME_PER_TOKEN => ["tgi_request_mean_time_per_token_duration"],
     TGI_GENERATED_TOKENS => ["tgi_request_generated_tokens"],
@@ -139,7 +139,6 @@ pub const ENGINE_INPUTS: &[&Input] = &[
     &SGLANG_WAITING,
     &TGI_E2E,
     &TGI_QUEUE,
-    &TGI_BATCH_INFERENCE,
     &TGI_TIME_PER_TOKEN,
     &TGI_GENERATED_TOKENS,
     &TGI_INPUT_LENGTH,
@@ -344,13 +343,36 @@ impl Schema {
     }
 
     /// Whether infertel derives series from this schema's targets (vLLM,
-    /// SGLang, trtllm-serve, Dynamo's frontend and dcgm-exporter); the others
-    /// are recognised and reported.
+    /// SGLang, trtllm-serve, Dynamo's frontend, TGI, llama.cpp and
+    /// dcgm-exporter); the others are recognised and reported.
     pub fn derives(self) -> bool {
         match self.source() {
-            Source::Vllm | Source::Dcgm | Source::Sglang | Source::Trtllm => true,
+            Source::Vllm | Source::Dcgm | Source::Sglang | Source::Trtllm | Source::Tgi | Source::Llamacpp => true,
             Source::Dynamo => self == Schema::DynamoFrontend,
-            Source::Tgi | Source::Llamacpp | Source::Triton | Source::Other => false,
+            Source::Triton | Source::Other => false,
+        }
+    }
+
+    /// Derived series this server cannot give, and why: logged when the
+    /// target is first seen (nothing is emitted for them).
+    pub fn not_derived(self) -> &'static [(&'static str, &'static str)] {
+        match self.source() {
+            Source::Tgi => &[
+                ("infertel_time_to_first_token_seconds", "TGI has no time-to-first-token histogram"),
+                ("infertel_kv_cache_usage_ratio", "TGI exposes no KV-cache usage"),
+                ("infertel_prefix_cache_hit_ratio", "TGI exposes no prefix-cache counters"),
+            ],
+            Source::Llamacpp => &[
+                ("infertel_time_to_first_token_seconds", "llama.cpp exposes no latency histograms"),
+                ("infertel_inter_token_latency_seconds", "llama.cpp exposes no latency histograms"),
+                ("infertel_e2e_latency_seconds", "llama.cpp exposes no latency histograms"),
+                ("infertel_kv_cache_usage_ratio", "llama.cpp's KV gauges were removed"),
+            ],
+            Source::Dynamo => &[
+                ("infertel_kv_cache_usage_ratio", "Dynamo's frontend has none: read it on the workers"),
+                ("infertel_prompt_tokens_per_second", "Dynamo's frontend counts no prompt tokens"),
+            ],
+            _ => &[],
         }
     }
 
@@ -677,8 +699,7 @@ pub fn expectations(schema: Schema) -> Vec<(&'static Input, &'static str)> {
         Source::Tgi => vec![
             (&TGI_GENERATED_TOKENS, "infertel_generation_tokens_per_second"),
             (&TGI_INPUT_LENGTH, "infertel_prompt_tokens_per_second"),
-            (&TGI_QUEUE, "infertel_time_to_first_token_seconds"),
-            (&TGI_BATCH_INFERENCE, "infertel_time_to_first_token_seconds"),
+            (&TGI_QUEUE, "infertel_request_phase_seconds"),
             (&TGI_TIME_PER_TOKEN, "infertel_inter_token_latency_seconds"),
             (&TGI_E2E, "infertel_e2e_latency_seconds"),
             (&TGI_WAITING, "infertel_scale_signal"),

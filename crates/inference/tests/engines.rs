@@ -6,8 +6,8 @@
 //! needs), and one with the families a dashboard would miss when they are
 //! taken away. A Dynamo worker passing vLLM's metrics through is vLLM.
 //!
-//! SGLang, trtllm-serve and Dynamo's frontend go through vLLM's
-//! derivations: a second scrape a minute later, each counter and histogram
+//! SGLang, trtllm-serve, Dynamo's frontend, TGI and llama.cpp go through
+//! vLLM's derivations for what they expose: a second scrape a minute later, each counter and histogram
 //! advanced by a chosen amount, must give the rates, ratios and quantiles
 //! worked out by hand below.
 
@@ -51,8 +51,8 @@ fn without(body: &str, drop: &[&str]) -> String {
 /// (fixture, schema, inference_server, derived like vLLM).
 const CASES: &[(&str, &str, &str, bool)] = &[
     ("sglang.prom", "sglang-0.5", "sglang", true),
-    ("tgi.prom", "tgi", "tgi", false),
-    ("llamacpp.prom", "llamacpp", "llamacpp", false),
+    ("tgi.prom", "tgi", "tgi", true),
+    ("llamacpp.prom", "llamacpp", "llamacpp", true),
     ("trtllm-serve.prom", "trtllm-serve", "trtllm", true),
     ("triton-trtllm.prom", "triton-trtllm", "triton", false),
     ("dynamo-frontend.prom", "dynamo-frontend", "dynamo", true),
@@ -279,4 +279,63 @@ fn prefixes_decide_between_look_alikes() {
     let (schema, server) = schema_info(&first_evaluation("w", &with_vllm));
     assert!(schema.starts_with("vllm-v1"), "{schema}");
     assert_eq!(server.as_deref(), Some("vllm"));
+}
+
+#[test]
+fn tgi_and_llamacpp_give_what_they_expose_and_say_what_differs() {
+    // TGI, one minute: 100 requests of 90 prompt tokens and 24 generated on
+    // average (its token counts are histograms of finished requests),
+    // queued 2 s and lasting 700 s in all, time per token in
+    // (0.01946.., 0.02919..].
+    let ev = two_scrapes("tgi", &fixture("tgi.prom"), &|name, labels| {
+        Some(match name {
+            "tgi_request_input_length_sum" => 9_000.0,
+            "tgi_request_input_length_count" => 100.0,
+            "tgi_request_generated_tokens_sum" => 2_400.0,
+            "tgi_request_generated_tokens_count" => 100.0,
+            "tgi_request_queue_duration_sum" => 2.0,
+            "tgi_request_queue_duration_count" => 100.0,
+            "tgi_request_duration_sum" => 700.0,
+            "tgi_request_duration_count" => 100.0,
+            "tgi_request_mean_time_per_token_duration_bucket" => into_bucket(labels, 0.029, 100.0),
+            "tgi_request_mean_time_per_token_duration_count" => 100.0,
+            _ => return None,
+        })
+    });
+    let m = [("job", "tgi"), ("inference_server", "tgi")];
+    close(value(&ev, "infertel_prompt_tokens_per_second", &m), 150.0);
+    close(value(&ev, "infertel_generation_tokens_per_second", &m), 40.0);
+    close(value(&ev, "infertel_request_phase_seconds", &[m[0], m[1], ("phase", "queue")]), 0.02);
+    close(value(&ev, "infertel_request_phase_seconds", &[m[0], m[1], ("phase", "e2e")]), 7.0);
+    // The time per token includes prefill: labelled approximate.
+    let itl = value(
+        &ev,
+        "infertel_inter_token_latency_seconds",
+        &[m[0], m[1], ("quantile", "0.5"), ("source", "approximate")],
+    );
+    close(itl, (0.01946195068359375 + 0.029192926025390625) / 2.0);
+    // No TTFT histogram, no KV usage: nothing emitted, and the schema says why.
+    assert!(!ev.derived.iter().any(|d| d.name == "infertel_time_to_first_token_seconds"));
+    assert!(!ev.derived.iter().any(|d| d.name == "infertel_kv_cache_usage_ratio"));
+    let why = infertel_inference::schema::Schema::Tgi.not_derived();
+    assert!(
+        why.iter().any(|(n, r)| *n == "infertel_time_to_first_token_seconds" && r.contains("no time-to-first-token"))
+    );
+
+    // llama.cpp: 3,000 prompt and 1,200 predicted tokens in the minute.
+    let ev = two_scrapes("llamacpp", &fixture("llamacpp.prom"), &|name, _| {
+        Some(match name {
+            "llamacpp:prompt_tokens_total" => 3_000.0,
+            "llamacpp:tokens_predicted_total" => 1_200.0,
+            _ => return None,
+        })
+    });
+    let m = [("job", "llamacpp"), ("inference_server", "llamacpp")];
+    close(value(&ev, "infertel_prompt_tokens_per_second", &m), 50.0);
+    close(value(&ev, "infertel_generation_tokens_per_second", &m), 20.0);
+    // Two requests deferred: a queue, so the scale signal is decided.
+    assert!(
+        ev.derived.iter().any(|d| d.name == "infertel_scale_signal" && d.label("inference_server") == Some("llamacpp"))
+    );
+    assert!(!ev.derived.iter().any(|d| d.name == "infertel_e2e_latency_seconds"));
 }

@@ -288,6 +288,11 @@ impl Engine {
                     if let Some(server) = s.source().inference_server() {
                         for d in &mut out.derived[from..] {
                             d.labels.push(("inference_server".into(), server.into()));
+                            // TGI's time per token is inference time over
+                            // tokens per request: prefill included.
+                            if s == Schema::Tgi && d.name == "infertel_inter_token_latency_seconds" {
+                                d.labels.push(("source".into(), "approximate".into()));
+                            }
                             d.labels.sort();
                         }
                     }

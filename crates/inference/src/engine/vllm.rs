@@ -18,6 +18,8 @@ fn prefixes(source: Option<Source>) -> &'static [&'static str] {
         Some(Source::Sglang) => &["sglang:"],
         Some(Source::Trtllm) => &["trtllm_", "trtllm:"],
         Some(Source::Dynamo) => &["dynamo_frontend_"],
+        Some(Source::Tgi) => &["tgi_"],
+        Some(Source::Llamacpp) => &["llamacpp:"],
         _ => &["vllm:"],
     }
 }
@@ -26,7 +28,11 @@ fn prefixes(source: Option<Source>) -> &'static [&'static str] {
 /// of every series of its server (`vllm:`, `sglang:`, ...) that names its
 /// model, with a sample in the window.
 pub(crate) fn groups(v: &View) -> BTreeSet<LabelPairs> {
-    let prefixes = prefixes(v.st.detected.map(|s| s.source()));
+    let source = v.st.detected.map(|s| s.source());
+    let prefixes = prefixes(source);
+    // One TGI or llama.cpp server serves one model and names none: the
+    // target is the group.
+    let unnamed = matches!(source, Some(Source::Tgi | Source::Llamacpp));
     // Every live series is looked at, so the group of each is compared as
     // borrowed values against the few groups found so far; only a new group
     // is copied out.
@@ -36,7 +42,7 @@ pub(crate) fn groups(v: &View) -> BTreeSet<LabelPairs> {
             continue;
         }
         for (l, s) in m {
-            if l.get("model_name").is_none() && l.get("model").is_none() {
+            if !unnamed && l.get("model_name").is_none() && l.get("model").is_none() {
                 continue;
             }
             let key = project(l, VLLM_GROUP);

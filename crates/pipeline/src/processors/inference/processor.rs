@@ -80,6 +80,9 @@ impl InferenceProcessor {
             if !s.schema.derives() {
                 tracing::info!(processor = %self.id, job = %t.job, instance = %t.instance, schema = s.schema.as_str(), "target is {}: infertel recognises it and reports infertel_target_schema_info; its derived series are not built yet", s.schema.source().display_name());
             }
+            for (derived, why) in s.schema.not_derived() {
+                tracing::info!(processor = %self.id, job = %t.job, instance = %t.instance, "{derived} is not derived for this target: {why}");
+            }
             for (family, derived) in &s.missing {
                 tracing::warn!(processor = %self.id, job = %t.job, instance = %t.instance, "target does not expose {family}: a dashboard on {derived} will be empty");
             }

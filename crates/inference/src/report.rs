@@ -2,6 +2,7 @@
 //! recommendations the measured numbers support, each citing its numbers.
 
 use crate::engine::{Engine, Measures, Objectives, Settings, TargetKey};
+use crate::schema::Source;
 use crate::window::Skip;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -12,6 +13,8 @@ pub struct TargetInfo {
     pub job: String,
     pub instance: String,
     pub schema: Option<String>,
+    /// `vllm`, `sglang`, ... (none for dcgm-exporter).
+    pub inference_server: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -47,11 +50,12 @@ pub struct Recommendation {
     pub evidence: Vec<Evidence>,
 }
 
-/// One vLLM instance's figures.
+/// One inference-server instance's figures.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Instance {
     pub job: String,
     pub instance: String,
+    pub inference_server: Option<String>,
     pub engines: usize,
     pub measurements: BTreeMap<String, f64>,
 }
@@ -66,6 +70,10 @@ pub struct Report {
     /// quantiles from the summed bucket rates.
     pub measurements: BTreeMap<String, f64>,
     pub instances: Vec<Instance>,
+    /// With more than one kind of inference server, each one's fleet
+    /// figures (its targets summed as the whole fleet's are).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub servers: BTreeMap<String, BTreeMap<String, f64>>,
     pub recommendations: Vec<Recommendation>,
     /// What the numbers cannot show.
     pub notes: Vec<String>,
@@ -84,6 +92,63 @@ fn secs(v: f64) -> String {
 }
 
 /// The verdict of one objective on one set of figures.
+/// Each server's name for a thing, joined: one name when the fleet is one
+/// kind of server, "a (vLLM) / b (SGLang)" when it is several.
+fn names(sources: &[Source], of: fn(Source) -> Option<&'static str>) -> String {
+    let have: Vec<(Source, &str)> = sources.iter().filter_map(|s| of(*s).map(|n| (*s, n))).collect();
+    match have.as_slice() {
+        [] => of(Source::Vllm).unwrap_or_default().to_string(),
+        [(_, n)] => n.to_string(),
+        many => many.iter().map(|(s, n)| format!("{n} ({})", s.display_name())).collect::<Vec<_>>().join(" / "),
+    }
+}
+
+/// The KV-pool usage gauge of a server, where it has one.
+fn kv_metric(s: Source) -> Option<&'static str> {
+    match s {
+        Source::Vllm => Some("vllm:kv_cache_usage_perc"),
+        Source::Sglang => Some("sglang:token_usage"),
+        Source::Trtllm => Some("trtllm_kv_cache_utilization"),
+        _ => None,
+    }
+}
+
+/// The requests-waiting gauge of a server.
+fn waiting_metric(s: Source) -> Option<&'static str> {
+    match s {
+        Source::Vllm => Some("vllm:num_requests_waiting"),
+        Source::Sglang => Some("sglang:num_queue_reqs"),
+        Source::Trtllm => Some("trtllm_num_requests_waiting"),
+        Source::Tgi => Some("tgi_queue_size"),
+        Source::Llamacpp => Some("llamacpp:requests_deferred"),
+        Source::Dynamo => Some("dynamo_frontend_queued_requests"),
+        _ => None,
+    }
+}
+
+/// The queue-time histogram of a server.
+fn queue_metric(s: Source) -> Option<&'static str> {
+    match s {
+        Source::Vllm => Some("vllm:request_queue_time_seconds"),
+        Source::Sglang => Some("sglang:queue_time_seconds"),
+        Source::Trtllm => Some("trtllm_request_queue_time_seconds"),
+        Source::Tgi => Some("tgi_request_queue_duration"),
+        _ => None,
+    }
+}
+
+/// The flag that sets a server's context length.
+fn context_flag(s: Source) -> Option<&'static str> {
+    match s {
+        Source::Vllm => Some("--max-model-len"),
+        Source::Sglang => Some("--context-length"),
+        Source::Trtllm => Some("--max_seq_len"),
+        Source::Tgi => Some("--max-total-tokens"),
+        Source::Llamacpp => Some("--ctx-size"),
+        _ => None,
+    }
+}
+
 fn verdict(objective: &str, scope: String, target: String, m: &Measures, o: &Objectives) -> Verdict {
     let value = m.get(&format!("slo_{objective}_measured"));
     let ok = m.get_result(&format!("slo_{objective}_ok"));
@@ -129,6 +194,10 @@ fn verdict(objective: &str, scope: String, target: String, m: &Measures, o: &Obj
             );
             "INDETERMINATE"
         }
+        Err(Skip::MismatchedBuckets) => {
+            note = "the servers' histograms have different buckets, so no quantile of their sum means anything: see each server's fleet".into();
+            "NO DATA"
+        }
         Err(_) => "NO DATA",
     };
     Verdict { objective: objective.into(), scope, target, measured, verdict: verdict.into(), value, share_within, note }
@@ -162,8 +231,22 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
             job: k.job.clone(),
             instance: k.instance.clone(),
             schema: engine.schema(k).map(|s| s.as_str().to_string()),
+            inference_server: engine.schema(k).and_then(|s| s.source().inference_server()).map(str::to_string),
         })
         .collect();
+    // The kinds of server in the fleet, for the figures per kind and for
+    // recommendations worded in each one's metric names and flags.
+    let sources: Vec<Source> = {
+        let mut v: Vec<Source> = keys
+            .iter()
+            .filter_map(|k| engine.schema(k).map(|s| s.source()))
+            .filter(|s| s.inference_server().is_some())
+            .collect();
+        // vLLM first, then the others by name.
+        v.sort_by_key(|s| (*s != Source::Vllm, s.inference_server()));
+        v.dedup();
+        v
+    };
     let s: Settings = engine.settings.clone();
     let o = &s.objectives;
     let fleet = engine.fleet(end_ms);
@@ -175,6 +258,7 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
         .map(|r| Instance {
             job: r.target.job.clone(),
             instance: r.target.instance.clone(),
+            inference_server: r.server.map(str::to_string),
             engines: r.engines,
             measurements: r.measures.values(),
         })
@@ -187,9 +271,16 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
             _ => format!("≤ {}", pct(s.objectives.error_abort_ratio)),
         }
     };
+    let mixed = fleet.servers.len() > 1;
     let mut verdicts = Vec::new();
     for obj in ["ttft_p95", "itl_p95", "queue", "error_abort_ratio"] {
         verdicts.push(verdict(obj, "fleet".into(), targets_of(obj), fm, o));
+        // A mixed fleet: each server's fleet too.
+        if mixed {
+            for (server, sm) in &fleet.servers {
+                verdicts.push(verdict(obj, format!("fleet {server}"), targets_of(obj), sm, o));
+            }
+        }
         // With more than one instance, the worst one too, named.
         if fleet.rows.len() > 1 {
             let worst = fleet
@@ -205,6 +296,14 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
     let mut notes = Vec::new();
     if v1 {
         notes.push("vLLM V1 does not count client aborts (vLLM issue #31503): finished_reason=\"abort\" stays 0 and aborted requests are in no latency histogram, so the error/abort objective cannot see clients that gave up.".to_string());
+    }
+    // What a server cannot give, and so which objective cannot be judged
+    // for its targets.
+    for src in &sources {
+        let Some(schema) = keys.iter().filter_map(|k| engine.schema(k)).find(|s| s.source() == *src) else { continue };
+        for (series, why) in schema.not_derived() {
+            notes.push(format!("{}: {series} is not derived: {why}.", src.display_name()));
+        }
     }
     if targets.iter().any(|t| t.schema.as_deref() == Some("vllm-v0")) {
         notes.push("vLLM V0's prefix-cache hit rate (vllm:gpu_prefix_cache_hit_rate) is an average over the engine's lifetime, not over the window.".to_string());
@@ -280,8 +379,9 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
         let (generated, max_tokens) = (g("generation_tokens_per_request_mean"), g("max_tokens_per_request_mean"));
         let text = match (generated, max_tokens) {
             (Some(gen_mean), Some(mt)) if gen_mean < 0.5 * mt => format!(
-                "{} of requests stopped with finished_reason=\"length\", yet they generated {gen_mean:.0} tokens on average against a requested max_tokens of {mt:.0}: the context limit (max_model_len) was reached, not max_tokens. Shorten prompts or raise --max-model-len; raising max_tokens will not help.{}",
+                "{} of requests stopped with finished_reason=\"length\", yet they generated {gen_mean:.0} tokens on average against a requested max_tokens of {mt:.0}: the context limit (max_model_len) was reached, not max_tokens. Shorten prompts or raise {}; raising max_tokens will not help.{}",
                 pct(len),
+                names(&sources, context_flag),
                 differ("finished_ratio_length", &pct)
             ),
             (_, Some(mt)) => format!(
@@ -290,8 +390,13 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
                 differ("finished_ratio_length", &pct)
             ),
             _ => format!(
-                "{} of requests stopped with finished_reason=\"length\": max_tokens or max_model_len was reached (vllm:request_params_max_tokens is not exported, so which one cannot be told); answers are cut mid-sentence and no latency chart shows it. Check max_tokens on the client first.{}",
+                "{} of requests stopped with finished_reason=\"length\": max_tokens or max_model_len was reached ({} not exported, so which one cannot be told); answers are cut mid-sentence and no latency chart shows it. Check max_tokens on the client first.{}",
                 pct(len),
+                if sources.iter().all(|s| *s == Source::Vllm) {
+                    "vllm:request_params_max_tokens is"
+                } else {
+                    "the requested max_tokens is"
+                },
                 differ("finished_ratio_length", &pct)
             ),
         };
@@ -331,9 +436,11 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
         }
         let _ = write!(
             text,
-            "Scale on vllm:kv_cache_usage_perc (now {}, threshold {}) or vllm:num_requests_waiting > 0 sustained {}s (max now {}), never on DCGM_FI_DEV_GPU_UTIL (mean {}): it reads ~100% whenever a kernel is resident.",
+            "Scale on {} (now {}, threshold {}) or {} > 0 sustained {}s (max now {}), never on DCGM_FI_DEV_GPU_UTIL (mean {}): it reads ~100% whenever a kernel is resident.",
+            names(&sources, kv_metric),
             kv.map(pct).unwrap_or("n/a".into()),
             pct(s.scale.kv_cache_usage),
+            names(&sources, waiting_metric),
             s.scale.waiting_sustained_ms / 1000,
             waiting_max.map_or("n/a".into(), |w| format!("{w}")),
             g("gpu_util_percent_mean").map_or("n/a".into(), |u| format!("{u:.1}%")),
@@ -343,7 +450,7 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
             text,
             evidence: ev(&[
                 ("infertel_kv_cache_usage_ratio", kv),
-                ("vllm:num_requests_waiting (max)", waiting_max),
+                (&format!("{} (max)", names(&sources, waiting_metric)), waiting_max),
                 ("DCGM_FI_DEV_GPU_UTIL (mean)", g("gpu_util_percent_mean")),
             ]),
         });
@@ -352,19 +459,24 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
         recs.push(Recommendation {
             id: "alert_on_queue_time".into(),
             text: format!(
-                "Alert on vllm:request_queue_time_seconds (mean {} per request now), not on VRAM ({} used: vLLM reserves it at start-up, so it looks like an emergency and never changes).",
+                "Alert on {} (mean {} per request now), not on VRAM ({} used: {} reserves it at start-up, so it looks like an emergency and never changes).",
+                names(&sources, queue_metric),
                 ms(q),
-                g("vram_used_ratio").map(pct).unwrap_or("n/a".into())
+                g("vram_used_ratio").map(pct).unwrap_or("n/a".into()),
+                if sources.iter().all(|s| *s == Source::Vllm) { "vLLM" } else { "the engine" }
             ) + &differ("request_queue_seconds_mean", &ms),
             evidence: ev(&[("infertel_request_phase_seconds{phase=\"queue\"}", Some(q)), ("infertel_vram_used_ratio", g("vram_used_ratio"))]),
         });
     }
+    let servers =
+        if mixed { fleet.servers.iter().map(|(k, v)| (k.to_string(), v.values())).collect() } else { BTreeMap::new() };
     Report {
         window_seconds: s.window_ms as f64 / 1000.0,
         targets,
         verdicts,
         measurements: m,
         instances,
+        servers,
         recommendations: recs,
         notes,
     }
@@ -465,9 +577,13 @@ impl Report {
         for i in &self.instances {
             rows.push([
                 format!(
-                    "{}/{}{}",
+                    "{}/{}{}{}",
                     i.job,
                     i.instance,
+                    match (&i.inference_server, self.servers.is_empty()) {
+                        (Some(sv), false) => format!(" [{sv}]"),
+                        _ => String::new(),
+                    },
                     if i.engines > 1 { format!(" ({} engines)", i.engines) } else { String::new() }
                 ),
                 f(i, "generation_tokens_per_second", &|x| format!("{x:.1}")),
@@ -475,6 +591,28 @@ impl Report {
                 f(i, "ttft_seconds_p95", &ms),
                 f(i, "itl_seconds_p95", &ms),
                 f(i, "kv_cache_usage_ratio", &pct),
+            ]);
+        }
+        rows
+    }
+
+    /// One line per kind of server (a mixed fleet), as the instance rows.
+    fn server_rows(&self) -> Vec<Vec<String>> {
+        let mut rows = vec![vec![
+            "server fleet".to_string(),
+            "gen tok/s".into(),
+            "TTFT p95".into(),
+            "ITL p95".into(),
+            "KV usage".into(),
+        ]];
+        for (sv, m) in &self.servers {
+            let f = |k: &str, fmt: &dyn Fn(f64) -> String| m.get(k).map_or("n/a".into(), |v| fmt(*v));
+            rows.push(vec![
+                sv.clone(),
+                f("generation_tokens_per_second", &|x| format!("{x:.1}")),
+                f("ttft_seconds_p95", &ms),
+                f("itl_seconds_p95", &ms),
+                f("kv_cache_usage_ratio", &pct),
             ]);
         }
         rows
@@ -508,6 +646,10 @@ impl Report {
         for v in self.verdicts.iter().filter(|v| !v.note.is_empty()) {
             let _ = writeln!(out, "  {} ({}): {}", v.objective, v.scope, v.note);
         }
+        if !self.servers.is_empty() {
+            let _ = writeln!(out, "\nservers:");
+            table(&mut out, &self.server_rows());
+        }
         if self.instances.len() > 1 {
             let _ = writeln!(out, "\ninstances:");
             let rows: Vec<Vec<String>> = self.instance_rows().into_iter().map(|r| r.to_vec()).collect();
@@ -540,6 +682,13 @@ impl Report {
         }
         for v in self.verdicts.iter().filter(|v| !v.note.is_empty()) {
             let _ = writeln!(out, "\n{} ({}): {}", v.objective, v.scope, v.note);
+        }
+        if !self.servers.is_empty() {
+            let rows = self.server_rows();
+            let _ = writeln!(out, "\n| {} |\n|{}", rows[0].join(" | "), "---|".repeat(rows[0].len()));
+            for r in &rows[1..] {
+                let _ = writeln!(out, "| {} |", r.join(" | "));
+            }
         }
         if self.instances.len() > 1 {
             let rows = self.instance_rows();

@@ -24,6 +24,9 @@ pub enum Skip {
     /// An objective inside a histogram bucket: the buckets bound the share of
     /// requests within it from both sides and the bounds disagree.
     Indeterminate,
+    /// Histograms with different bucket bounds summed (servers or versions
+    /// that bucket differently): no quantile of the sum is meaningful.
+    MismatchedBuckets,
 }
 
 impl Skip {
@@ -35,6 +38,7 @@ impl Skip {
             Skip::ZeroDenominator => "zero_denominator",
             Skip::NonFinite => "non_finite",
             Skip::Indeterminate => "indeterminate",
+            Skip::MismatchedBuckets => "mismatched_buckets",
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The figures of many targets together, for `report`: the fleet (every
-//! engine of every vLLM target, summed as the article's PromQL sums them)
-//! and one row per instance, each with the GPUs the join gives it.
+//! engine of every inference-server target, summed as the article's PromQL
+//! sums them), the fleet of each server kind, and one row per instance,
+//! each with the GPUs the join gives it.
 
 use super::gpu::Gpu;
 use super::rates::{Measures, Rates};
@@ -9,10 +10,12 @@ use crate::schema;
 use crate::window::Skip;
 use std::collections::BTreeMap;
 
-/// One vLLM target's figures.
+/// One inference-server target's figures.
 #[derive(Clone, Debug)]
 pub struct Row {
     pub target: TargetKey,
+    /// `vllm`, `sglang`, ...
+    pub server: Option<&'static str>,
     /// Engine groups summed (data-parallel engines, models).
     pub engines: usize,
     pub measures: Measures,
@@ -24,6 +27,9 @@ pub struct Fleet {
     pub rows: Vec<Row>,
     /// Physical GPUs joined to the fleet's engines.
     pub gpus: usize,
+    /// The fleet of each inference server (`vllm`, `sglang`, ...): its
+    /// targets' inputs summed as the whole fleet's are.
+    pub servers: BTreeMap<&'static str, Measures>,
 }
 
 /// GPU figures over `gpus` (each once), with `generation` tokens/s for
@@ -75,29 +81,35 @@ fn gpu_measures(m: &mut Measures, gpus: &[&Gpu], t: i64, w: i64, mb: &MemoryBoun
 }
 
 impl Engine {
-    /// The fleet's figures and one row per vLLM instance at `t`.
+    /// The fleet's figures, each server's, and one row per instance at `t`.
     pub fn fleet(&self, t: i64) -> Fleet {
         let w = self.settings.window_ms;
         let o = &self.settings.objectives;
         let mb = &self.settings.memory_bound;
         let mut total = Rates::default();
+        let mut by_server: BTreeMap<&'static str, Rates> = BTreeMap::new();
         let mut rows = Vec::new();
         let mut fleet_gpus: BTreeMap<String, Gpu> = BTreeMap::new();
         let keys: Vec<TargetKey> = self.targets.keys().cloned().collect();
         for key in keys {
             let Some(rates) = self.target_rates(&key, t) else { continue };
             total.add(&rates);
+            let server = self.schema(&key).and_then(|s| s.source().inference_server());
+            if let Some(sv) = server {
+                by_server.entry(sv).or_default().add(&rates);
+            }
             let mut m = rates.measures(o);
             let gpus = self.serving_gpus(&key, t);
             gpu_measures(&mut m, &gpus.iter().collect::<Vec<_>>(), t, w, mb);
             for g in gpus {
                 fleet_gpus.entry(g.id.clone()).or_insert(g);
             }
-            rows.push(Row { target: key, engines: rates.engines, measures: m });
+            rows.push(Row { target: key, server, engines: rates.engines, measures: m });
         }
         let mut measures = total.measures(o);
         let gpus: Vec<&Gpu> = fleet_gpus.values().collect();
         gpu_measures(&mut measures, &gpus, t, w, mb);
-        Fleet { measures, rows, gpus: gpus.len() }
+        let servers = by_server.into_iter().map(|(k, r)| (k, r.measures(o))).collect();
+        Fleet { measures, rows, gpus: gpus.len(), servers }
     }
 }

@@ -90,6 +90,14 @@ impl Default for Rates {
     }
 }
 
+/// The distinct upper bounds of a histogram's bucket rates, sorted.
+fn bounds(b: &[(f64, f64)]) -> Vec<u64> {
+    let mut v: Vec<u64> = b.iter().map(|(le, _)| le.to_bits()).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
 /// Sum of two results: the present values add (PromQL's `sum` over the
 /// series that exist); only when neither is present is it an error.
 fn add(a: Result<f64, Skip>, b: Result<f64, Skip>) -> Result<f64, Skip> {
@@ -150,6 +158,13 @@ impl Rates {
         for (k, v) in &o.histograms {
             let cur = self.histograms.remove(k).unwrap_or(Err(Skip::MissingInput));
             let sum = match (cur, v) {
+                // Summed bucket by bucket, as `sum by (le)` does: only
+                // histograms with the same bounds can be (interleaved bounds
+                // would make the cumulative counts wrong).
+                // A histogram that observed nothing adds nothing.
+                (Ok(a), Ok(b)) if b.iter().all(|(_, r)| *r == 0.0) => Ok(a),
+                (Ok(a), Ok(b)) if a.iter().all(|(_, r)| *r == 0.0) => Ok(b.clone()),
+                (Ok(a), Ok(b)) if bounds(&a) != bounds(b) => Err(Skip::MismatchedBuckets),
                 (Ok(mut a), Ok(b)) => {
                     a.extend(b.iter().copied());
                     Ok(a)

@@ -250,7 +250,7 @@ impl MaxPri for Skip {
         let rank = |s: Skip| match s {
             Skip::MissingInput => 0,
             Skip::FirstWindow => 1,
-            Skip::ZeroDenominator | Skip::NonFinite | Skip::Indeterminate => 2,
+            Skip::ZeroDenominator | Skip::NonFinite | Skip::Indeterminate | Skip::MismatchedBuckets => 2,
             Skip::StaleInput => 3,
         };
         if rank(o) > rank(self) { o } else { self }

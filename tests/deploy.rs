@@ -279,7 +279,7 @@ fn alert_rules_pass_promtool_and_every_alert_has_a_test() {
         .filter(|c| c["exp_alerts"].as_sequence().is_some_and(|a| !a.is_empty()))
         .map(|c| c["alertname"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(alerts.len(), 8, "{alerts:?}");
+    assert_eq!(alerts.len(), 11, "{alerts:?}");
     assert_eq!(alerts, firing);
 }
 
@@ -430,21 +430,28 @@ fn dashboards_alerts_and_keda_use_only_real_metric_names() {
         }
     };
 
-    // Grafana: every target expression and every variable query.
-    let dash: Value =
-        serde_json::from_str(&std::fs::read_to_string(deploy().join("dashboards/grafana/infertel-vllm.json")).unwrap())
-            .unwrap();
-    let panels = dash["panels"].as_array().unwrap();
-    assert!(panels.len() >= 10);
-    for p in panels {
-        for t in p["targets"].as_array().unwrap() {
-            note(promql_metric_names(t["expr"].as_str().unwrap()), &format!("grafana panel {:?}", p["title"]));
+    // Grafana: every target expression and every variable query, of the
+    // raw-name vLLM dashboard and of the derived-series one for every server.
+    let label_values = regex::Regex::new(r"label_values\(([^,){]+)").unwrap();
+    for file in ["infertel-vllm.json", "infertel-servers.json"] {
+        let dash: Value =
+            serde_json::from_str(&std::fs::read_to_string(deploy().join("dashboards/grafana").join(file)).unwrap())
+                .unwrap();
+        let panels = dash["panels"].as_array().unwrap();
+        assert!(panels.len() >= 10, "{file}");
+        for p in panels {
+            for t in p["targets"].as_array().unwrap() {
+                let expr = t["expr"].as_str().unwrap();
+                note(promql_metric_names(expr), &format!("grafana {file} panel {:?}", p["title"]));
+                if file == "infertel-servers.json" {
+                    assert!(expr.contains("inference_server=~\"$inference_server\""), "{file}: {expr} selects by server");
+                }
+            }
         }
-    }
-    let label_values = regex::Regex::new(r"label_values\(([^,)]+)").unwrap();
-    for v in dash["templating"]["list"].as_array().unwrap() {
-        if let Some(def) = v["definition"].as_str() {
-            note(label_values.captures_iter(def).map(|c| c[1].trim().to_string()).collect(), "grafana variable");
+        for v in dash["templating"]["list"].as_array().unwrap() {
+            if let Some(def) = v["definition"].as_str() {
+                note(label_values.captures_iter(def).map(|c| c[1].trim().to_string()).collect(), "grafana variable");
+            }
         }
     }
     // Alerts.

@@ -103,6 +103,29 @@ service:
         });
         assert!((parse_prom_float(&got[0].1) - want).abs() < 1e-12, "{q}: {got:?}");
     }
+    // The derived-series dashboard's queries run in this Prometheus (a bad
+    // query is a 400) and, for every server, the panels on gauges that do
+    // not need traffic show it.
+    let dash: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_dir().join("deploy/dashboards/grafana/infertel-servers.json")).unwrap(),
+    )
+    .unwrap();
+    for p in dash["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().unwrap() {
+            let q = t["expr"].as_str().unwrap().replace("$inference_server", ".*").replace("$job", ".*");
+            let got = prom.query(&q);
+            if p["title"] == "What each target speaks" {
+                let servers: std::collections::BTreeSet<&str> =
+                    got.iter().filter_map(|(l, _)| l.get("inference_server").map(String::as_str)).collect();
+                assert_eq!(servers.len(), 6, "{q}: {servers:?}");
+            }
+            if p["title"] == "Generated tokens per second" {
+                let servers: std::collections::BTreeSet<&str> =
+                    got.iter().filter_map(|(l, _)| l.get("inference_server").map(String::as_str)).collect();
+                assert_eq!(servers, ["dynamo", "llamacpp", "sglang", "tgi", "trtllm"].into(), "{q}");
+            }
+        }
+    }
     let log = agent.proc.log_text();
     assert!(log.contains("target is Triton Inference Server"), "Triton logged:\n{log}");
     for schema in ["sglang-0.5", "trtllm-serve", "dynamo-frontend", "tgi", "llamacpp"] {

@@ -444,7 +444,10 @@ fn dashboards_alerts_and_keda_use_only_real_metric_names() {
                 let expr = t["expr"].as_str().unwrap();
                 note(promql_metric_names(expr), &format!("grafana {file} panel {:?}", p["title"]));
                 if file == "infertel-servers.json" {
-                    assert!(expr.contains("inference_server=~\"$inference_server\""), "{file}: {expr} selects by server");
+                    assert!(
+                        expr.contains("inference_server=~\"$inference_server\""),
+                        "{file}: {expr} selects by server"
+                    );
                 }
             }
         }

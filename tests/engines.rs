@@ -3,7 +3,7 @@
 //! source) is scraped by the agent, and a real Prometheus stores
 //! `infertel_target_schema_info` with the schema and `inference_server` of
 //! each target, and the series derived from SGLang, trtllm-serve, Dynamo's
-//! frontend, TGI and llama.cpp with their `inference_server`; the agent logs once what
+//! frontend, TGI, llama.cpp and Triton with their `inference_server`; the agent logs once what
 //! each target is. The same pages are scraped by Prometheus itself, which
 //! must take them without error.
 
@@ -81,8 +81,8 @@ service:
         let n = prom.query(&format!("scrape_samples_post_metric_relabeling{{job=\"direct_{job}\"}}"));
         assert!(n.first().is_some_and(|(_, v)| parse_prom_float(v) > 0.0), "{file}: {n:?}");
     }
-    // SGLang, trtllm-serve, Dynamo's frontend, TGI and llama.cpp are derived
-    // as vLLM is, for what they expose; the pages do not change, so the
+    // SGLang, trtllm-serve, Dynamo's frontend, TGI, llama.cpp and Triton are
+    // derived as vLLM is, for what they expose; the pages do not change, so the
     // gauges are what they say and the rates 0.
     for (q, want) in [
         (r#"infertel_kv_cache_usage_ratio{job="sglang",inference_server="sglang",model_name="Qwen/Qwen3-8B"}"#, 0.07),
@@ -96,6 +96,7 @@ service:
         ),
         (r#"infertel_generation_tokens_per_second{job="llamacpp",inference_server="llamacpp"}"#, 0.0),
         (r#"infertel_generation_tokens_per_second{job="tgi",inference_server="tgi"}"#, 0.0),
+        (r#"infertel_kv_cache_usage_ratio{job="triton",inference_server="triton",model="tensorrt_llm"}"#, 0.073569),
     ] {
         let got = wait_until(q, Duration::from_secs(30), || {
             let r = prom.query(q);
@@ -122,13 +123,12 @@ service:
             if p["title"] == "Generated tokens per second" {
                 let servers: std::collections::BTreeSet<&str> =
                     got.iter().filter_map(|(l, _)| l.get("inference_server").map(String::as_str)).collect();
-                assert_eq!(servers, ["dynamo", "llamacpp", "sglang", "tgi", "trtllm"].into(), "{q}");
+                assert_eq!(servers, ["dynamo", "llamacpp", "sglang", "tgi", "triton", "trtllm"].into(), "{q}");
             }
         }
     }
     let log = agent.proc.log_text();
-    assert!(log.contains("target is Triton Inference Server"), "Triton logged:\n{log}");
-    for schema in ["sglang-0.5", "trtllm-serve", "dynamo-frontend", "tgi", "llamacpp"] {
+    for schema in ["sglang-0.5", "trtllm-serve", "dynamo-frontend", "tgi", "llamacpp", "triton-trtllm"] {
         assert!(log.contains(&format!("target speaks {schema}")), "{schema} logged:\n{log}");
     }
     // What a server cannot give is said once, with the reason.

@@ -26,11 +26,19 @@ macro_rules! inputs {
 }
 
 inputs! {
-    PROMPT_TOKENS => ["vllm:prompt_tokens_total", "sglang:prompt_tokens_total", "trtllm_prompt_tokens_total", "trtllm:prompt_tokens_total", "llamacpp:prompt_tokens_total", "tgi_request_input_length_sum"],
-    GENERATION_TOKENS => ["vllm:generation_tokens_total", "sglang:generation_tokens_total", "trtllm_generation_tokens_total", "trtllm:generation_tokens_total", "dynamo_frontend_output_tokens_total", "llamacpp:tokens_predicted_total", "tgi_request_generated_tokens_sum"],
+    PROMPT_TOKENS => ["vllm:prompt_tokens_total", "sglang:prompt_tokens_total", "trtllm_prompt_tokens_total", "trtllm:prompt_tokens_total", "llamacpp:prompt_tokens_total", "tgi_request_input_length_sum", "nv_llm_input_token_len_sum"],
+    GENERATION_TOKENS => ["vllm:generation_tokens_total", "sglang:generation_tokens_total", "trtllm_generation_tokens_total", "trtllm:generation_tokens_total", "dynamo_frontend_output_tokens_total", "llamacpp:tokens_predicted_total", "tgi_request_generated_tokens_sum", "nv_llm_output_token_len_sum"],
     // Tokens since 0.9.0 (blocks in V1 before: still a hit ratio, in blocks).
     PREFIX_QUERIES => ["vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"],
     PREFIX_HITS => ["vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total", "trtllm_kv_cache_reused_blocks_total", "trtllm:kv_cache_reused_blocks_total"],
+    // Triton: microsecond counters of time spent, the successful requests,
+    // a first-response histogram in milliseconds, and the KV block pool's
+    // used fraction as one child of a gauge (see `engine/rates.rs`).
+    TRITON_SUCCESS_IN => ["nv_inference_request_success"],
+    TRITON_DURATION_US => ["nv_inference_request_duration_us"],
+    TRITON_QUEUE_US => ["nv_inference_queue_duration_us"],
+    TRITON_FIRST_RESPONSE_MS => ["nv_inference_first_response_histogram_ms"],
+    TRITON_KV_BLOCK_METRICS => ["nv_trt_llm_kv_cache_block_metrics"],
     // TensorRT-LLM counts reused and missed blocks, not queries.
     PREFIX_MISSES => ["trtllm_kv_cache_missed_blocks_total", "trtllm:kv_cache_missed_blocks_total"],
     // V0 exported the ratio itself as a gauge, -1 when unknown.
@@ -48,7 +56,7 @@ inputs! {
     REQUEST_PROMPT_TOKENS => ["vllm:request_prompt_tokens", "sglang:prompt_tokens_histogram", "dynamo_frontend_input_sequence_tokens", "tgi_request_input_length"],
     REQUEST_GENERATION_TOKENS => ["vllm:request_generation_tokens", "sglang:generation_tokens_histogram", "dynamo_frontend_output_sequence_tokens", "tgi_request_generated_tokens"],
     KV_USAGE => ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage", "trtllm_kv_cache_utilization", "trtllm:kv_cache_utilization"],
-    WAITING => ["vllm:num_requests_waiting", "sglang:num_queue_reqs", "trtllm_num_requests_waiting", "trtllm:num_requests_waiting", "dynamo_frontend_queued_requests", "tgi_queue_size", "llamacpp:requests_deferred"],
+    WAITING => ["vllm:num_requests_waiting", "sglang:num_queue_reqs", "trtllm_num_requests_waiting", "trtllm:num_requests_waiting", "dynamo_frontend_queued_requests", "tgi_queue_size", "llamacpp:requests_deferred", "nv_inference_pending_request_count"],
     RUNNING => ["vllm:num_requests_running", "sglang:num_running_reqs", "trtllm_num_requests_running", "trtllm:num_requests_running", "dynamo_frontend_inflight_requests", "tgi_batch_current_size", "llamacpp:requests_processing"],
     HTTP_REQUESTS => ["http_requests_total"],
     MAX_TOKENS => ["vllm:request_params_max_tokens"],
@@ -343,13 +351,19 @@ impl Schema {
     }
 
     /// Whether infertel derives series from this schema's targets (vLLM,
-    /// SGLang, trtllm-serve, Dynamo's frontend, TGI, llama.cpp and
-    /// dcgm-exporter); the others are recognised and reported.
+    /// SGLang, trtllm-serve, Dynamo's frontend, TGI, llama.cpp, Triton and
+    /// dcgm-exporter); a Dynamo worker is recognised and reported.
     pub fn derives(self) -> bool {
         match self.source() {
-            Source::Vllm | Source::Dcgm | Source::Sglang | Source::Trtllm | Source::Tgi | Source::Llamacpp => true,
+            Source::Vllm
+            | Source::Dcgm
+            | Source::Sglang
+            | Source::Trtllm
+            | Source::Tgi
+            | Source::Llamacpp
+            | Source::Triton => true,
             Source::Dynamo => self == Schema::DynamoFrontend,
-            Source::Triton | Source::Other => false,
+            Source::Other => false,
         }
     }
 
@@ -367,6 +381,13 @@ impl Schema {
                 ("infertel_inter_token_latency_seconds", "llama.cpp exposes no latency histograms"),
                 ("infertel_e2e_latency_seconds", "llama.cpp exposes no latency histograms"),
                 ("infertel_kv_cache_usage_ratio", "llama.cpp's KV gauges were removed"),
+            ],
+            Source::Triton => &[
+                ("infertel_inter_token_latency_seconds", "Triton exposes no inter-token histogram"),
+                (
+                    "infertel_e2e_latency_seconds",
+                    "Triton counts request time, not a histogram: only its mean (infertel_request_phase_seconds)",
+                ),
             ],
             Source::Dynamo => &[
                 ("infertel_kv_cache_usage_ratio", "Dynamo's frontend has none: read it on the workers"),
@@ -401,7 +422,7 @@ impl Schema {
 /// A bit set because it is rebuilt on every scrape of every target.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Families {
-    bits: u128,
+    bits: [u64; 4],
     pub any_vllm: bool,
     pub any_dcgm: bool,
     /// The other engines' prefixes seen ([`engine_prefix`] bits).
@@ -451,19 +472,24 @@ impl Families {
         }
         self.engines |= engine_prefix(family);
         if let Some(i) = relevant_index(family) {
-            self.bits |= 1 << i;
+            self.set(i);
         }
+    }
+
+    #[inline]
+    fn set(&mut self, i: u8) {
+        self.bits[usize::from(i >> 6)] |= 1 << (i & 63);
     }
 
     /// Records a family known by its index in [`relevant_families`].
     pub fn insert_index(&mut self, i: u8) {
-        self.bits |= 1 << i;
+        self.set(i);
     }
 
     /// True when `family` was recorded; always false for a family that is
     /// neither an input nor an era marker (those are not tracked).
     pub fn contains(&self, family: &str) -> bool {
-        relevant_index(family).is_some_and(|i| self.bits & (1 << i) != 0)
+        relevant_index(family).is_some_and(|i| self.bits[usize::from(i >> 6)] & (1 << (i & 63)) != 0)
     }
 }
 
@@ -504,6 +530,11 @@ pub const ALL_INPUTS: &[&Input] = &[
     &PREFIX_QUERIES,
     &PREFIX_HITS,
     &PREFIX_MISSES,
+    &TRITON_SUCCESS_IN,
+    &TRITON_DURATION_US,
+    &TRITON_QUEUE_US,
+    &TRITON_FIRST_RESPONSE_MS,
+    &TRITON_KV_BLOCK_METRICS,
     &PREFIX_HIT_RATE_V0,
     &PROMPT_TOKENS_CACHED,
     &SUCCESS,
@@ -553,7 +584,7 @@ pub fn relevant_families() -> &'static [&'static str] {
                 v.push(n);
             }
         }
-        assert!(v.len() <= 128, "Families holds 128 families");
+        assert!(v.len() <= 256, "Families holds 256 families");
         v
     });
     &LIST

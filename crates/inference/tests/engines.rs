@@ -6,8 +6,8 @@
 //! needs), and one with the families a dashboard would miss when they are
 //! taken away. A Dynamo worker passing vLLM's metrics through is vLLM.
 //!
-//! SGLang, trtllm-serve, Dynamo's frontend, TGI and llama.cpp go through
-//! vLLM's derivations for what they expose: a second scrape a minute later, each counter and histogram
+//! SGLang, trtllm-serve, Dynamo's frontend, TGI, llama.cpp and Triton go
+//! through vLLM's derivations for what they expose: a second scrape a minute later, each counter and histogram
 //! advanced by a chosen amount, must give the rates, ratios and quantiles
 //! worked out by hand below.
 
@@ -54,7 +54,7 @@ const CASES: &[(&str, &str, &str, bool)] = &[
     ("tgi.prom", "tgi", "tgi", true),
     ("llamacpp.prom", "llamacpp", "llamacpp", true),
     ("trtllm-serve.prom", "trtllm-serve", "trtllm", true),
-    ("triton-trtllm.prom", "triton-trtllm", "triton", false),
+    ("triton-trtllm.prom", "triton-trtllm", "triton", true),
     ("dynamo-frontend.prom", "dynamo-frontend", "dynamo", true),
 ];
 
@@ -338,4 +338,39 @@ fn tgi_and_llamacpp_give_what_they_expose_and_say_what_differs() {
         ev.derived.iter().any(|d| d.name == "infertel_scale_signal" && d.label("inference_server") == Some("llamacpp"))
     );
     assert!(!ev.derived.iter().any(|d| d.name == "infertel_e2e_latency_seconds"));
+}
+
+#[test]
+fn triton_reads_its_units_and_labels_the_first_chunk() {
+    // One minute on the ensemble: 50 requests of 2.5 s (microseconds
+    // counted), queued 2 ms each, first responses in (100, 500] ms; the
+    // engine model generated 6,000 tokens.
+    let ev = two_scrapes("triton", &fixture("triton-trtllm.prom"), &|name, labels| {
+        let ensemble = labels.contains("model=\"ensemble\"");
+        let engine = labels.contains("model=\"tensorrt_llm\"");
+        Some(match name {
+            "nv_inference_request_success" if ensemble => 50.0,
+            "nv_inference_request_duration_us" if ensemble => 50.0 * 2.5e6,
+            "nv_inference_queue_duration_us" if ensemble => 50.0 * 2_000.0,
+            "nv_inference_first_response_histogram_ms_bucket" if ensemble => into_bucket(labels, 500.0, 50.0),
+            "nv_inference_first_response_histogram_ms_count" if ensemble => 50.0,
+            "nv_llm_output_token_len_sum" if engine => 6_000.0,
+            "nv_llm_output_token_len_count" if engine => 50.0,
+            _ => return None,
+        })
+    });
+    let e = [("model", "ensemble"), ("inference_server", "triton")];
+    close(value(&ev, "infertel_request_phase_seconds", &[e[0], e[1], ("phase", "e2e")]), 2.5);
+    close(value(&ev, "infertel_request_phase_seconds", &[e[0], e[1], ("phase", "queue")]), 0.002);
+    // Milliseconds read as seconds, and said to be the first chunk.
+    let ttft = value(
+        &ev,
+        "infertel_time_to_first_token_seconds",
+        &[e[0], e[1], ("quantile", "0.5"), ("source", "first_chunk")],
+    );
+    close(ttft, 0.3);
+    let m = [("model", "tensorrt_llm"), ("inference_server", "triton")];
+    close(value(&ev, "infertel_generation_tokens_per_second", &m), 100.0);
+    // The block pool's used fraction, as the backend reports it.
+    close(value(&ev, "infertel_kv_cache_usage_ratio", &m), 0.073569);
 }

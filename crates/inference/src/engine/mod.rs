@@ -293,6 +293,11 @@ impl Engine {
                             if s == Schema::Tgi && d.name == "infertel_inter_token_latency_seconds" {
                                 d.labels.push(("source".into(), "approximate".into()));
                             }
+                            // Triton's first response of a streaming model:
+                            // the first chunk, which may hold several tokens.
+                            if s.source() == Source::Triton && d.name == "infertel_time_to_first_token_seconds" {
+                                d.labels.push(("source".into(), "first_chunk".into()));
+                            }
                             d.labels.sort();
                         }
                     }

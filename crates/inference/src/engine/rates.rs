@@ -129,6 +129,9 @@ impl Rates {
         for (key, input) in HISTOGRAMS {
             r.histograms.insert(key, v.buckets(input, keep));
         }
+        if schema.source() == Source::Triton {
+            r.triton(v, keep);
+        }
         r.finished = v.child_rates(&schema::SUCCESS, "finished_reason", keep);
         match v.gauge(&schema::KV_USAGE, keep) {
             Ok(g) => r.kv.push(g.last),
@@ -147,6 +150,29 @@ impl Rates {
             r.v0_hit_rate.push(g.last);
         }
         r
+    }
+
+    /// Triton's inputs, in their units: time spent in microseconds (the
+    /// requests' total and queue time, so their means), the successful
+    /// requests, the first response of a streaming (decoupled) model in
+    /// milliseconds as the time to first token, and the KV pool's used
+    /// fraction (`nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=
+    /// "fraction"}`).
+    fn triton(&mut self, v: &View, keep: &dyn Fn(&Labels) -> bool) {
+        let us = |input: &Input| v.rate(input, "", keep).map(|x| x * 1e-6);
+        self.counters.insert("requests", v.rate(&schema::TRITON_SUCCESS_IN, "", keep));
+        self.counters.insert("e2e", us(&schema::TRITON_DURATION_US));
+        self.counters.insert("queue", us(&schema::TRITON_QUEUE_US));
+        self.histograms.insert(
+            "ttft",
+            v.buckets(&schema::TRITON_FIRST_RESPONSE_MS, keep)
+                .map(|b| b.into_iter().map(|(le, r)| (le * 1e-3, r)).collect()),
+        );
+        let fraction = |l: &Labels| keep(l) && l.get("kv_cache_block_type") == Some("fraction");
+        match v.gauge(&schema::TRITON_KV_BLOCK_METRICS, &fraction) {
+            Ok(g) => self.kv.push(g.last),
+            Err(e) => self.kv_err = e,
+        }
     }
 
     /// Adds another engine's inputs.

@@ -140,3 +140,82 @@ service:
     );
     assert!(!log.contains("a dashboard on"), "faithful expositions miss nothing:\n{log}");
 }
+
+/// `infertel simulate --engine X` on free ports: (process, address).
+fn simulate(engine: &str) -> (Proc, String) {
+    let (port, dcgm) = (free_port(), free_port());
+    let dir = std::env::temp_dir();
+    let mut cmd = std::process::Command::new(infertel_bin());
+    cmd.args(["simulate", "--engine", engine, "--output-tokens", "40", "--concurrency", "12"]).args([
+        "--vllm",
+        &format!("127.0.0.1:{port}"),
+        "--dcgm",
+        &format!("127.0.0.1:{dcgm}"),
+    ]);
+    let log = dir.join(format!("infertel-sim-{engine}-{port}.log"));
+    let p = Proc::spawn(&format!("simulate {engine}"), &mut cmd, log);
+    let addr = format!("127.0.0.1:{port}");
+    wait_until("the simulator", Duration::from_secs(20), || {
+        matches!(http_get(&format!("http://{addr}/metrics")), Ok((200, _))).then_some(())
+    });
+    (p, addr)
+}
+
+#[test]
+fn the_simulator_speaks_every_engine_to_prometheus_and_to_the_agent() {
+    let engines = [
+        ("sglang", "sglang-0.5"),
+        ("tgi", "tgi"),
+        ("llamacpp", "llamacpp"),
+        ("trtllm", "trtllm-serve"),
+        ("dynamo", "dynamo-frontend"),
+    ];
+    let sims: Vec<(Proc, String)> = engines.iter().map(|(e, _)| simulate(e)).collect();
+    let mut direct = String::new();
+    let mut jobs = String::new();
+    for ((e, _), (_, addr)) in engines.iter().zip(&sims) {
+        direct.push_str(&format!("  - job_name: direct_{e}\n    static_configs: [{{targets: ['{addr}']}}]\n"));
+        jobs.push_str(&format!("        - job_name: {e}\n          static_configs: [{{targets: ['{addr}']}}]\n"));
+    }
+    let prom = Prometheus::start(&direct);
+    let cfg = format!(
+        r#"
+receivers:
+  prometheus:
+    config:
+      global: {{scrape_interval: 1s, scrape_timeout: 1s}}
+      scrape_configs:
+{jobs}
+processors:
+  inference:
+    window: 5s
+exporters:
+  prometheusremotewrite:
+    endpoint: {}
+service:
+  pipelines:
+    metrics: {{receivers: [prometheus], processors: [inference], exporters: [prometheusremotewrite]}}
+  telemetry: {{metrics: {{address: "{{{{TELEMETRY}}}}"}}}}
+"#,
+        prom.write_url()
+    );
+    let _agent = Agent::start(&cfg);
+    for ((e, schema), (_, addr)) in engines.iter().zip(&sims) {
+        // Prometheus takes every sample of the page.
+        let (_, page) = http_get(&format!("http://{addr}/metrics")).unwrap();
+        let lines = page.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).count();
+        let q = format!("scrape_samples_post_metric_relabeling{{job=\"direct_{e}\"}}");
+        let n = wait_until(&q, Duration::from_secs(30), || prom.query(&q).into_iter().next().map(|(_, v)| v));
+        assert_eq!(parse_prom_float(&n) as usize, lines, "{e}: Prometheus stored every sample of the page");
+        let up = prom.query(&format!("up{{job=\"direct_{e}\"}}"));
+        assert_eq!(up[0].1, "1", "{e}");
+        // The agent recognises it and derives its throughput.
+        let q = format!("infertel_target_schema_info{{job=\"{e}\",schema=\"{schema}\"}}");
+        wait_until(&q, Duration::from_secs(30), || (!prom.query(&q).is_empty()).then_some(()));
+        let q = format!(
+            "infertel_generation_tokens_per_second{{job=\"{e}\",inference_server=\"{}\"}} > 0",
+            if *e == "trtllm" { "trtllm" } else { e }
+        );
+        wait_until(&q, Duration::from_secs(40), || (!prom.query(&q).is_empty()).then_some(()));
+    }
+}

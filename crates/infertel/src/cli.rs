@@ -80,6 +80,9 @@ pub enum Command {
         /// Scrape interval for the demo pipeline.
         #[arg(long, default_value = "2s")]
         interval: String,
+        /// The inference server the simulator speaks as.
+        #[arg(long, value_enum, default_value_t = SimEngine::Vllm)]
+        engine: SimEngine,
     },
     /// Sample vLLM and dcgm-exporter for a window (or replay recorded scrapes)
     /// and print the verdicts against the objectives and the recommendations.
@@ -131,9 +134,38 @@ pub enum Command {
     },
 }
 
+/// The inference server the simulator speaks as.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SimEngine {
+    Vllm,
+    Sglang,
+    Tgi,
+    Llamacpp,
+    Trtllm,
+    Dynamo,
+}
+
+impl SimEngine {
+    pub fn kind(self) -> infertel_simulator::ServerKind {
+        use infertel_simulator::ServerKind as K;
+        match self {
+            SimEngine::Vllm => K::Vllm,
+            SimEngine::Sglang => K::Sglang,
+            SimEngine::Tgi => K::Tgi,
+            SimEngine::Llamacpp => K::Llamacpp,
+            SimEngine::Trtllm => K::Trtllm,
+            SimEngine::Dynamo => K::Dynamo,
+        }
+    }
+}
+
 /// Knobs that drive every derived gauge and recommendation.
 #[derive(Args, Debug, Clone)]
 pub struct SimWorkload {
+    /// The inference server whose /metrics is served (its names, labels,
+    /// buckets and HELP, as its source prints them).
+    #[arg(long, value_enum, default_value_t = SimEngine::Vllm)]
+    pub engine: SimEngine,
     /// Share of prompt tokens served from the prefix cache (0-1).
     #[arg(long, default_value_t = 0.325)]
     pub prefix_reuse: f64,

@@ -45,6 +45,8 @@ pub struct SimConfig {
     /// RNG seed; the same seed and the same sequence of `advance_to` times
     /// give the same exposition.
     pub seed: u64,
+    /// The inference server whose `/metrics` the engine is shown as.
+    pub server: crate::engines::ServerKind,
 }
 
 impl Default for SimConfig {
@@ -67,6 +69,7 @@ impl Default for SimConfig {
             tensor_active: 0.166,
             fb_total_mib: 22835.0,
             seed: 0x1f0e_7e11,
+            server: crate::engines::ServerKind::Vllm,
         }
     }
 }

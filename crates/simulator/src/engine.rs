@@ -240,6 +240,8 @@ pub struct Simulator {
     pub(crate) gpus: Vec<GpuState>,
     pub(crate) finished_requests: u64,
     pub(crate) cpu_seconds: f64,
+    /// The other server's histograms, in its buckets (`engines.rs`).
+    pub(crate) alt: std::collections::BTreeMap<crate::engines::Role, Histogram>,
 }
 
 impl Simulator {
@@ -247,6 +249,7 @@ impl Simulator {
     /// every `_created` series), with `cfg.concurrency` clients starting now.
     pub fn new(cfg: SimConfig, start_unix_secs: f64) -> Self {
         let mut rng = StdRng::seed_from_u64(cfg.seed);
+        let cfg_server = cfg.server;
         let max_tokens = ((1.4 * cfg.output_tokens_mean).ceil().max(16.0) as u32).next_power_of_two();
         let max_model_len = ((1.5 * cfg.prompt_tokens_mean).ceil() as u32 + max_tokens).next_power_of_two().max(4096);
         let capacity = cfg.capacity.max(1.0);
@@ -310,6 +313,7 @@ impl Simulator {
             gpus,
             finished_requests: 0,
             cpu_seconds: 16.22,
+            alt: crate::engines::histograms(cfg_server),
         };
         let c = sim.cfg.concurrency;
         sim.set_concurrency(c);
@@ -535,8 +539,10 @@ impl Simulator {
             if r.first_token.is_none() {
                 r.first_token = Some(engine_ts);
                 self.stats.ttft.observe(visible - r.arrival);
+                observe(&mut self.alt, crate::engines::Role::Ttft, visible - r.arrival);
             } else {
                 self.stats.itl.observe(engine_ts - r.last_token);
+                observe(&mut self.alt, crate::engines::Role::Itl, engine_ts - r.last_token);
             }
             r.pending_prefill = 0;
             r.generated += 1;
@@ -570,6 +576,20 @@ impl Simulator {
         s.request_max_num_generation_tokens.observe(f64::from(r.max_tokens));
         s.request_params_n.observe(1.0);
         s.prefill_kv_computed.observe(f64::from(r.prompt - r.cached));
+        use crate::engines::Role;
+        let tpot = if r.generated > 1 { decode / f64::from(r.generated - 1) } else { 0.0 };
+        for (role, v) in [
+            (Role::E2e, e2e),
+            (Role::Queue, scheduled - r.queued),
+            (Role::Prefill, first - scheduled),
+            (Role::Decode, decode),
+            (Role::Inference, r.last_token - scheduled),
+            (Role::Tpot, tpot),
+            (Role::PromptLen, f64::from(r.prompt)),
+            (Role::GenerationLen, f64::from(r.generated)),
+        ] {
+            observe(&mut self.alt, role, v);
+        }
         s.success[r.reason] += 1.0;
         self.finished_requests += 1;
         // Streaming responses carry no Content-Length, so the instrumentator
@@ -644,4 +664,11 @@ impl Simulator {
 
 fn idle_temp() -> f64 {
     32.0
+}
+
+/// Records `v` in the other server's histogram for `role`, when it has one.
+fn observe(alt: &mut std::collections::BTreeMap<crate::engines::Role, Histogram>, role: crate::engines::Role, v: f64) {
+    if let Some(h) = alt.get_mut(&role) {
+        h.observe(v);
+    }
 }

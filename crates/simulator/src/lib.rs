@@ -1,5 +1,6 @@
 //! A built-in simulated vLLM (V1 engine, current metric names) and NVIDIA
-//! dcgm-exporter.
+//! dcgm-exporter; the same engine can speak as SGLang, TGI, llama.cpp,
+//! trtllm-serve or Dynamo's frontend (`engines.rs`).
 //!
 //! It powers `infertel simulate` and `infertel demo`, so someone without a GPU
 //! can watch the agent work, and it lets the inference processor's tests
@@ -24,6 +25,7 @@
 mod config;
 mod dcgm;
 mod engine;
+mod engines;
 mod fmt;
 mod hist;
 mod server;
@@ -31,12 +33,22 @@ mod vllm;
 
 pub use config::SimConfig;
 pub use engine::{FINISHED_REASONS, Simulator};
+pub use engines::ServerKind;
 pub use server::{CONTENT_TYPE, SimServer, serve};
 
 impl Simulator {
     /// vLLM's `/metrics` as its `prometheus_client` prints it (text 0.0.4).
     pub fn render_vllm(&self) -> String {
         vllm::render(self)
+    }
+
+    /// The inference server's `/metrics`: vLLM's, or the one `cfg.server`
+    /// names (SGLang, TGI, llama.cpp, trtllm-serve, Dynamo's frontend).
+    pub fn render_server(&self) -> String {
+        match self.cfg.server {
+            ServerKind::Vllm => vllm::render(self),
+            other => engines::render(self, other),
+        }
     }
 
     /// dcgm-exporter's `/metrics`.

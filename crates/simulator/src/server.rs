@@ -87,7 +87,7 @@ async fn vllm_metrics(State(sim): State<Arc<Mutex<Simulator>>>) -> impl IntoResp
     let body = {
         let mut sim = lock(&sim);
         sim.advance_to(unix_now());
-        sim.render_vllm()
+        sim.render_server()
     };
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], body)
 }

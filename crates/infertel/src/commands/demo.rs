@@ -35,16 +35,45 @@ struct View {
     series_seen: std::collections::HashSet<u64>,
 }
 
-/// Sees everything the receivers emit.
-struct Tap(Mutex<View>);
+/// Sees everything the receivers emit; `.1` the raw names shown.
+struct Tap(Mutex<View>, Vec<&'static str>);
+
+/// The simulated server's own names for what the screen shows: running,
+/// waiting, KV-pool usage and the generated-tokens counter.
+fn server_names(e: crate::cli::SimEngine) -> [&'static str; 4] {
+    use crate::cli::SimEngine as E;
+    match e {
+        E::Vllm => [
+            "vllm:num_requests_running",
+            "vllm:num_requests_waiting",
+            "vllm:kv_cache_usage_perc",
+            "vllm:generation_tokens_total",
+        ],
+        E::Sglang => {
+            ["sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage", "sglang:generation_tokens_total"]
+        }
+        E::Tgi => ["tgi_batch_current_size", "tgi_queue_size", "", "tgi_request_generated_tokens_sum"],
+        E::Llamacpp => {
+            ["llamacpp:requests_processing", "llamacpp:requests_deferred", "", "llamacpp:tokens_predicted_total"]
+        }
+        E::Trtllm => [
+            "trtllm_num_requests_running",
+            "trtllm_num_requests_waiting",
+            "trtllm_kv_cache_utilization",
+            "trtllm_generation_tokens_total",
+        ],
+        E::Dynamo => [
+            "dynamo_frontend_inflight_requests",
+            "dynamo_frontend_queued_requests",
+            "",
+            "dynamo_frontend_output_tokens_total",
+        ],
+    }
+}
 
 const WINDOW: usize = 30;
 
 const SHOWN: &[&str] = &[
-    "vllm:num_requests_running",
-    "vllm:num_requests_waiting",
-    "vllm:kv_cache_usage_perc",
-    "vllm:generation_tokens_total",
     "vllm:prefix_cache_hits_total",
     "vllm:prefix_cache_queries_total",
     "DCGM_FI_DEV_GPU_UTIL",
@@ -72,10 +101,9 @@ impl Consumer for Tap {
                 "up" => v.targets.entry(key()).or_default().up = p.value,
                 "scrape_duration_seconds" => v.targets.entry(key()).or_default().duration = p.value,
                 "scrape_samples_scraped" => v.targets.entry(key()).or_default().samples = p.value,
-                n if SHOWN.contains(&n) => {
-                    let e = sums
-                        .entry(SHOWN[SHOWN.iter().position(|x| *x == n).unwrap_or(0)])
-                        .or_insert((p.timestamp_ms, 0.0));
+                n if SHOWN.contains(&n) || self.1.contains(&n) => {
+                    let known = SHOWN.iter().chain(self.1.iter()).find(|x| **x == n).copied().unwrap_or("");
+                    let e = sums.entry(known).or_insert((p.timestamp_ms, 0.0));
                     e.1 += p.value;
                 }
                 _ => {}
@@ -114,10 +142,19 @@ fn fmt_opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
     v.map(f).unwrap_or_else(|| "…".into())
 }
 
-fn render(v: &View, elapsed: Duration, rate: f64, telemetry_addr: &str, status_url: &str) -> String {
+fn render(
+    v: &View,
+    elapsed: Duration,
+    rate: f64,
+    telemetry_addr: &str,
+    status_url: &str,
+    engine: crate::cli::SimEngine,
+) -> String {
     let mut s = String::new();
+    let [running, waiting, kv, generation] = server_names(engine);
     s.push_str(&format!(
-        "infertel demo — simulated vLLM + dcgm-exporter on loopback — {:.0}s — Ctrl-C to stop\n\n",
+        "infertel demo — simulated {} + dcgm-exporter on loopback — {:.0}s — Ctrl-C to stop\n\n",
+        engine.kind().as_str(),
         elapsed.as_secs_f64()
     ));
     if !status_url.is_empty() {
@@ -150,23 +187,18 @@ fn render(v: &View, elapsed: Duration, rate: f64, telemetry_addr: &str, status_u
         _ => None,
     };
     s.push_str("\nLIVE VALUES\n");
-    s.push_str(&format!(
-        "  vllm:num_requests_running      {}\n",
-        fmt_opt(v.last("vllm:num_requests_running"), |x| format!("{x:.0}"))
-    ));
-    s.push_str(&format!(
-        "  vllm:num_requests_waiting      {}\n",
-        fmt_opt(v.last("vllm:num_requests_waiting"), |x| format!("{x:.0}"))
-    ));
-    s.push_str(&format!(
-        "  vllm:kv_cache_usage_perc       {}  (KV block pool, not VRAM)\n",
-        fmt_opt(v.last("vllm:kv_cache_usage_perc"), |x| format!("{:.1}%", x * 100.0))
-    ));
-    s.push_str(&format!(
-        "  generation tokens/s            {}\n",
-        fmt_opt(v.rate("vllm:generation_tokens_total"), |x| format!("{x:.1}"))
-    ));
-    s.push_str(&format!("  prefix cache hit ratio         {}\n", fmt_opt(hit, |x| format!("{:.1}%", x * 100.0))));
+    s.push_str(&format!("  {running:<30} {}\n", fmt_opt(v.last(running), |x| format!("{x:.0}"))));
+    s.push_str(&format!("  {waiting:<30} {}\n", fmt_opt(v.last(waiting), |x| format!("{x:.0}"))));
+    if !kv.is_empty() {
+        s.push_str(&format!(
+            "  {kv:<30} {}  (KV block pool, not VRAM)\n",
+            fmt_opt(v.last(kv), |x| format!("{:.1}%", x * 100.0))
+        ));
+    }
+    s.push_str(&format!("  generation tokens/s            {}\n", fmt_opt(v.rate(generation), |x| format!("{x:.1}"))));
+    if engine == crate::cli::SimEngine::Vllm {
+        s.push_str(&format!("  prefix cache hit ratio         {}\n", fmt_opt(hit, |x| format!("{:.1}%", x * 100.0))));
+    }
     s.push_str(&format!(
         "  DCGM_FI_DEV_GPU_UTIL           {}  (busy, not efficient)\n",
         fmt_opt(v.last("DCGM_FI_DEV_GPU_UTIL"), |x| format!("{x:.0}%"))
@@ -184,7 +216,13 @@ fn render(v: &View, elapsed: Duration, rate: f64, telemetry_addr: &str, status_u
     s
 }
 
-pub async fn demo(log: &LogArgs, duration: Option<String>, concurrency: f64, interval: String) -> u8 {
+pub async fn demo(
+    log: &LogArgs,
+    duration: Option<String>,
+    concurrency: f64,
+    interval: String,
+    engine: crate::cli::SimEngine,
+) -> u8 {
     crate::logging::init(log, "warn", false);
     let stop_after = match duration.as_deref().map(parse_duration).transpose() {
         Ok(d) => d,
@@ -198,7 +236,9 @@ pub async fn demo(log: &LogArgs, duration: Option<String>, concurrency: f64, int
         return exit::USAGE;
     }
     let loopback = "127.0.0.1:0".parse().expect("literal address");
-    let sim = match serve(SimConfig { concurrency, ..SimConfig::default() }, loopback, loopback).await {
+    let sim = match serve(SimConfig { concurrency, server: engine.kind(), ..SimConfig::default() }, loopback, loopback)
+        .await
+    {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: cannot start the simulator on loopback: {e}");
@@ -232,7 +272,10 @@ pub async fn demo(log: &LogArgs, duration: Option<String>, concurrency: f64, int
             return exit::FAILURE;
         }
     };
-    let tap = Arc::new(Tap(Mutex::new(View::default())));
+    let tap = Arc::new(Tap(
+        Mutex::new(View::default()),
+        server_names(engine).into_iter().filter(|n| !n.is_empty()).collect(),
+    ));
     let mut service = match Service::build(loaded.config, Telemetry::new(), Some(tap.clone())) {
         Ok(s) => s,
         Err(e) => {
@@ -273,7 +316,7 @@ pub async fn demo(log: &LogArgs, duration: Option<String>, concurrency: f64, int
             let dt = last.0.elapsed().as_secs_f64().max(1e-3);
             let rate = (v.samples_total - last.1) as f64 / dt;
             last = (Instant::now(), v.samples_total);
-            render(&v, start.elapsed(), rate, &telemetry_addr, &status_url)
+            render(&v, start.elapsed(), rate, &telemetry_addr, &status_url, engine)
         };
         let mut out = std::io::stdout().lock();
         if tty {

@@ -28,8 +28,8 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Validate { config } => validate::validate(&cli.log, &config),
         Command::Check { config } => rt.block_on(check::check(&cli.log, &config)),
         Command::Names { config, target } => rt.block_on(names::names(&cli.log, &config, target.as_deref())),
-        Command::Demo { duration, concurrency, interval } => {
-            rt.block_on(demo::demo(&cli.log, duration, concurrency, interval))
+        Command::Demo { duration, concurrency, interval, engine } => {
+            rt.block_on(demo::demo(&cli.log, duration, concurrency, interval, engine))
         }
         Command::Simulate { vllm, dcgm, concurrency, capacity, model, seed, workload } => {
             rt.block_on(simulate::simulate(&cli.log, vllm, dcgm, concurrency, capacity, model, seed, workload))

@@ -1,4 +1,5 @@
-//! `infertel simulate`: serves a simulated vLLM and dcgm-exporter.
+//! `infertel simulate`: serves a simulated vLLM (or, with `--engine`, SGLang,
+//! TGI, llama.cpp, trtllm-serve or Dynamo's frontend) and dcgm-exporter.
 
 use crate::cli::{LogArgs, SimWorkload};
 use crate::exit;
@@ -48,6 +49,7 @@ pub async fn simulate(
         power_watts: w.power_watts,
         dram_active: w.dram_active,
         tensor_active: w.tensor_active,
+        server: w.engine.kind(),
         ..SimConfig::default()
     };
     if let Some(m) = model {
@@ -60,7 +62,7 @@ pub async fn simulate(
             return exit::FAILURE;
         }
     };
-    println!("simulated vLLM:         http://{}/metrics", server.vllm_addr);
+    println!("simulated {}: http://{}/metrics", w.engine.kind().as_str(), server.vllm_addr);
     println!("simulated dcgm-exporter: http://{}/metrics", server.dcgm_addr);
     println!("concurrency {concurrency} (capacity {capacity}); Ctrl-C to stop");
     super::shutdown_signal().await;

@@ -39,6 +39,8 @@ inputs! {
     TRITON_QUEUE_US => ["nv_inference_queue_duration_us"],
     TRITON_FIRST_RESPONSE_MS => ["nv_inference_first_response_histogram_ms"],
     TRITON_KV_BLOCK_METRICS => ["nv_trt_llm_kv_cache_block_metrics"],
+    // A Dynamo worker's KV usage, one gauge per data-parallel rank.
+    DYNAMO_WORKER_KV_USAGE_IN => ["dynamo_component_gpu_cache_usage_percent"],
     // TensorRT-LLM counts reused and missed blocks, not queries.
     PREFIX_MISSES => ["trtllm_kv_cache_missed_blocks_total", "trtllm:kv_cache_missed_blocks_total"],
     // V0 exported the ratio itself as a gauge, -1 when unknown.
@@ -351,8 +353,8 @@ impl Schema {
     }
 
     /// Whether infertel derives series from this schema's targets (vLLM,
-    /// SGLang, trtllm-serve, Dynamo's frontend, TGI, llama.cpp, Triton and
-    /// dcgm-exporter); a Dynamo worker is recognised and reported.
+    /// SGLang, trtllm-serve, Dynamo's frontend and workers, TGI, llama.cpp,
+    /// Triton and dcgm-exporter).
     pub fn derives(self) -> bool {
         match self.source() {
             Source::Vllm
@@ -362,7 +364,7 @@ impl Schema {
             | Source::Tgi
             | Source::Llamacpp
             | Source::Triton => true,
-            Source::Dynamo => self == Schema::DynamoFrontend,
+            Source::Dynamo => true,
             Source::Other => false,
         }
     }
@@ -387,6 +389,16 @@ impl Schema {
                 (
                     "infertel_e2e_latency_seconds",
                     "Triton counts request time, not a histogram: only its mean (infertel_request_phase_seconds)",
+                ),
+            ],
+            Source::Dynamo if self == Schema::DynamoWorker => &[
+                (
+                    "infertel_time_to_first_token_seconds",
+                    "a Dynamo worker's own page has no latency histograms: they are on the frontend, or the engine's (vllm:, sglang:) when the worker passes them through",
+                ),
+                (
+                    "infertel_generation_tokens_per_second",
+                    "a Dynamo worker counts requests, not tokens: see the frontend",
                 ),
             ],
             Source::Dynamo => &[
@@ -535,6 +547,7 @@ pub const ALL_INPUTS: &[&Input] = &[
     &TRITON_QUEUE_US,
     &TRITON_FIRST_RESPONSE_MS,
     &TRITON_KV_BLOCK_METRICS,
+    &DYNAMO_WORKER_KV_USAGE_IN,
     &PREFIX_HIT_RATE_V0,
     &PROMPT_TOKENS_CACHED,
     &SUCCESS,

@@ -72,8 +72,8 @@ fn every_engine_is_recognised_from_its_own_exposition() {
             // Nothing but the schema is derived from these (yet).
             assert_eq!(ev.derived.len(), 1, "{file}: {:?}", ev.derived);
         }
-        // Every series derived from a server names it.
-        for d in &ev.derived {
+        // Every series derived from a server names it (a node's do not).
+        for d in ev.derived.iter().filter(|d| d.label("node").is_none()) {
             assert_eq!(d.label("inference_server"), Some(*server), "{file}: {d:?}");
         }
     }
@@ -373,4 +373,66 @@ fn triton_reads_its_units_and_labels_the_first_chunk() {
     close(value(&ev, "infertel_generation_tokens_per_second", &m), 100.0);
     // The block pool's used fraction, as the backend reports it.
     close(value(&ev, "infertel_kv_cache_usage_ratio", &m), 0.073569);
+}
+
+#[test]
+fn a_dynamo_worker_gives_its_kv_usage_as_the_mean_of_its_ranks() {
+    let page = |u0: f64, u1: f64| {
+        format!(
+            "# TYPE dynamo_component_requests_total counter\n\
+             dynamo_component_requests_total{{dynamo_namespace=\"ns\",dynamo_component=\"backend\",dynamo_endpoint=\"generate\"}} 12\n\
+             # TYPE dynamo_component_gpu_cache_usage_percent gauge\n\
+             dynamo_component_gpu_cache_usage_percent{{model=\"m\",dynamo_component=\"backend\",dp_rank=\"0\"}} {u0}\n\
+             dynamo_component_gpu_cache_usage_percent{{model=\"m\",dynamo_component=\"backend\",dp_rank=\"1\"}} {u1}\n"
+        )
+    };
+    let key = TargetKey { job: "worker".into(), instance: "w:8081".into() };
+    let mut e = Engine::new(Settings::default());
+    let t0 = 1_785_192_900_000;
+    e.ingest(&series_from_text(&page(0.2, 0.4), t0, "worker", &key.instance).unwrap());
+    e.evaluate(&key, t0);
+    e.ingest(&series_from_text(&page(0.3, 0.5), t0 + 15_000, "worker", &key.instance).unwrap());
+    let ev = e.evaluate(&key, t0 + 15_000);
+    // Two data-parallel ranks at 30% and 50%: the worker's pool is 40% used
+    // (a sum would say 80%).
+    close(value(&ev, "infertel_kv_cache_usage_ratio", &[("model", "m"), ("inference_server", "dynamo")]), 0.4);
+    assert!(!ev.derived.iter().any(|d| d.name == "infertel_time_to_first_token_seconds"));
+}
+
+#[test]
+fn an_sglang_engine_joins_its_gpu_for_tokens_per_watt() {
+    // SGLang on node-1 generating 1,200 tokens/s; the node's one GPU draws
+    // 240 W: 5 tokens per joule. (The join takes SGLang targets as vLLM's.)
+    let key = TargetKey { job: "sglang".into(), instance: "node-1:30000".into() };
+    let dcgm = TargetKey { job: "dcgm".into(), instance: "node-1:9400".into() };
+    let mut e = Engine::new(Settings::default());
+    let t0 = 1_785_192_900_000;
+    let mut last = None;
+    for k in 0..6i64 {
+        let t = t0 + k * 15_000;
+        let s = format!(
+            "# TYPE sglang:generation_tokens_total counter\n\
+             sglang:generation_tokens_total{{engine_type=\"unified\",is_streaming=\"true\",model_name=\"m\"}} {}\n\
+             # TYPE sglang:token_usage gauge\n\
+             sglang:token_usage{{engine_type=\"unified\",model_name=\"m\",tp_rank=\"0\"}} 0.2\n",
+            1.0e6 + 1_200.0 * 15.0 * k as f64
+        );
+        e.ingest(&series_from_text(&s, t, "sglang", &key.instance).unwrap());
+        let g = format!(
+            "# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n\
+             DCGM_FI_DEV_POWER_USAGE{{gpu=\"0\",UUID=\"GPU-a\",Hostname=\"node-1\"}} 240\n\
+             # TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n\
+             DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{gpu=\"0\",UUID=\"GPU-a\",Hostname=\"node-1\"}} {}\n",
+            5.0e9 + 240.0 * 15_000.0 * k as f64
+        );
+        e.ingest(&series_from_text(&g, t + 2, "dcgm", &dcgm.instance).unwrap());
+        e.evaluate(&dcgm, t + 2);
+        last = Some(e.evaluate(&key, t + 2));
+    }
+    let ev = last.unwrap();
+    // The node join: one figure per node, over every server on it, so it
+    // names no server.
+    close(value(&ev, "infertel_tokens_per_watt", &[("node", "node-1")]), 5.0);
+    let tpw = ev.derived.iter().find(|d| d.name == "infertel_tokens_per_watt").unwrap();
+    assert_eq!(tpw.label("inference_server"), None, "{tpw:?}");
 }

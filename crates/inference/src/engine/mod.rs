@@ -287,6 +287,11 @@ impl Engine {
                     // Every series derived from an inference server says which.
                     if let Some(server) = s.source().inference_server() {
                         for d in &mut out.derived[from..] {
+                            // A node's figures (the node join) add every
+                            // server on the node: they name none.
+                            if d.label("node").is_some() {
+                                continue;
+                            }
                             d.labels.push(("inference_server".into(), server.into()));
                             // TGI's time per token is inference time over
                             // tokens per request: prefill included.

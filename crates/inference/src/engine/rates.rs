@@ -132,6 +132,17 @@ impl Rates {
         if schema.source() == Source::Triton {
             r.triton(v, keep);
         }
+        if schema == Schema::DynamoWorker {
+            // One gauge per data-parallel rank (0-1 each, despite the name):
+            // the engine's usage is their mean.
+            let ranks: Vec<f64> = v
+                .select(&schema::DYNAMO_WORKER_KV_USAGE_IN, "", keep)
+                .map(|sel| sel.iter().filter_map(|(_, s)| super::view::GaugeStats::of(s)).map(|g| g.last).collect())
+                .unwrap_or_default();
+            if !ranks.is_empty() {
+                r.kv = vec![ranks.iter().sum::<f64>() / ranks.len() as f64];
+            }
+        }
         r.finished = v.child_rates(&schema::SUCCESS, "finished_reason", keep);
         match v.gauge(&schema::KV_USAGE, keep) {
             Ok(g) => r.kv.push(g.last),

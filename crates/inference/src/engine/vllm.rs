@@ -13,10 +13,11 @@ use infertel_model::Labels;
 use std::collections::BTreeSet;
 
 /// The metric-name prefixes of an inference server's own series.
-fn prefixes(source: Option<Source>) -> &'static [&'static str] {
-    match source {
+fn prefixes(schema: Option<Schema>) -> &'static [&'static str] {
+    match schema.map(|s| s.source()) {
         Some(Source::Sglang) => &["sglang:"],
         Some(Source::Trtllm) => &["trtllm_", "trtllm:"],
+        Some(Source::Dynamo) if schema == Some(Schema::DynamoWorker) => &["dynamo_component_"],
         Some(Source::Dynamo) => &["dynamo_frontend_"],
         Some(Source::Tgi) => &["tgi_"],
         Some(Source::Llamacpp) => &["llamacpp:"],
@@ -30,7 +31,7 @@ fn prefixes(source: Option<Source>) -> &'static [&'static str] {
 /// model, with a sample in the window.
 pub(crate) fn groups(v: &View) -> BTreeSet<LabelPairs> {
     let source = v.st.detected.map(|s| s.source());
-    let prefixes = prefixes(source);
+    let prefixes = prefixes(v.st.detected);
     // One TGI or llama.cpp server serves one model and names none: the
     // target is the group.
     let unnamed = matches!(source, Some(Source::Tgi | Source::Llamacpp));

@@ -128,6 +128,17 @@ fn a_mixed_vllm_and_sglang_fleet_is_reported_per_server_and_as_a_whole() {
     assert_eq!(fleet_ttft["verdict"], "NO DATA", "{fleet_ttft}");
     assert!(fleet_ttft["note"].as_str().unwrap().contains("different buckets"), "{fleet_ttft}");
     assert!(r["measurements"].get("ttft_seconds_p95").is_none(), "no fleet TTFT p95");
+    // Ratios of one server's inputs over both servers' are not made: SGLang
+    // has no prefill/decode histograms and no finished_reason, so the whole
+    // fleet has no decode share and no length share, and the length advice
+    // names the server it is about.
+    for k in ["decode_share", "finished_ratio_length", "request_prefill_seconds_mean"] {
+        assert!(r["measurements"].get(k).is_none(), "{k} in the fleet: {}", r["measurements"]);
+    }
+    assert!(r["servers"]["vllm"].get("decode_share").is_some());
+    let length =
+        r["recommendations"].as_array().unwrap().iter().find(|x| x["id"] == "raise_max_tokens").expect("length advice");
+    assert!(length["text"].as_str().unwrap().starts_with("vLLM: "), "{length}");
     let scopes: Vec<&str> = r["verdicts"].as_array().unwrap().iter().map(|v| v["scope"].as_str().unwrap()).collect();
     for s in ["fleet", "fleet sglang", "fleet vllm"] {
         assert!(scopes.contains(&s), "{scopes:?}");

@@ -373,24 +373,46 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
             ]),
         });
     }
-    if let Some(len) = g("finished_ratio_length").filter(|v| *v >= 0.1) {
+    // The share of answers cut at the length limit: the fleet's, or in a
+    // mixed fleet whose servers do not all report outcomes, each server's
+    // that does (a fleet share of one server's requests would mislead).
+    let length_scopes: Vec<(BTreeMap<String, f64>, Vec<Source>, String)> = if g("finished_ratio_length").is_some() {
+        vec![(m.clone(), sources.clone(), String::new())]
+    } else if mixed {
+        fleet
+            .servers
+            .iter()
+            .filter_map(|(sv, sm)| {
+                let vals = sm.values();
+                vals.get("finished_ratio_length")?;
+                let src = *sources.iter().find(|s| s.inference_server() == Some(sv))?;
+                Some((vals, vec![src], format!("{}: ", src.display_name())))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    for (vals, sources, scope) in &length_scopes {
+        let g = |k: &str| vals.get(k).copied();
+        let Some(len) = g("finished_ratio_length").filter(|v| *v >= 0.1) else { continue };
+        let differ = |k: &str, f: &dyn Fn(f64) -> String| if scope.is_empty() { differ(k, f) } else { String::new() };
         // "length" means max_tokens or max_model_len was reached: the
         // requested max_tokens tells which (as the article checked).
         let (generated, max_tokens) = (g("generation_tokens_per_request_mean"), g("max_tokens_per_request_mean"));
         let text = match (generated, max_tokens) {
             (Some(gen_mean), Some(mt)) if gen_mean < 0.5 * mt => format!(
-                "{} of requests stopped with finished_reason=\"length\", yet they generated {gen_mean:.0} tokens on average against a requested max_tokens of {mt:.0}: the context limit (max_model_len) was reached, not max_tokens. Shorten prompts or raise {}; raising max_tokens will not help.{}",
+                "{scope}{} of requests stopped with finished_reason=\"length\", yet they generated {gen_mean:.0} tokens on average against a requested max_tokens of {mt:.0}: the context limit (max_model_len) was reached, not max_tokens. Shorten prompts or raise {}; raising max_tokens will not help.{}",
                 pct(len),
-                names(&sources, context_flag),
+                names(sources, context_flag),
                 differ("finished_ratio_length", &pct)
             ),
             (_, Some(mt)) => format!(
-                "{} of requests stopped at max_tokens (finished_reason=\"length\", mean requested max_tokens {mt:.0}): answers are cut mid-sentence and no latency chart shows it. Raise max_tokens on the client.{}",
+                "{scope}{} of requests stopped at max_tokens (finished_reason=\"length\", mean requested max_tokens {mt:.0}): answers are cut mid-sentence and no latency chart shows it. Raise max_tokens on the client.{}",
                 pct(len),
                 differ("finished_ratio_length", &pct)
             ),
             _ => format!(
-                "{} of requests stopped with finished_reason=\"length\": max_tokens or max_model_len was reached ({} not exported, so which one cannot be told); answers are cut mid-sentence and no latency chart shows it. Check max_tokens on the client first.{}",
+                "{scope}{} of requests stopped with finished_reason=\"length\": max_tokens or max_model_len was reached ({} not exported, so which one cannot be told); answers are cut mid-sentence and no latency chart shows it. Check max_tokens on the client first.{}",
                 pct(len),
                 if sources.iter().all(|s| *s == Source::Vllm) {
                     "vllm:request_params_max_tokens is"

@@ -71,6 +71,8 @@ pub struct Rates {
     v0: bool,
     /// Engines summed.
     pub engines: usize,
+    /// Per counter, how many of the engines summed expose it.
+    present: BTreeMap<&'static str, usize>,
 }
 
 impl Default for Rates {
@@ -86,6 +88,7 @@ impl Default for Rates {
             v0_hit_rate: Vec::new(),
             v0: false,
             engines: 0,
+            present: BTreeMap::new(),
         }
     }
 }
@@ -160,6 +163,10 @@ impl Rates {
         {
             r.v0_hit_rate.push(g.last);
         }
+        // An engine has a counter when it exposes the family, whatever its
+        // window says (a replica that just started still belongs).
+        r.present =
+            r.counters.iter().filter(|(_, v)| !matches!(v, Err(Skip::MissingInput))).map(|(k, _)| (*k, 1)).collect();
         r
     }
 
@@ -219,6 +226,11 @@ impl Rates {
                 }
                 Ok(a)
             }
+            // A server that reports no outcomes beside one that does: shares
+            // of one's requests are not the sum's.
+            (Ok(_), Err(Skip::MissingInput)) | (Err(Skip::MissingInput), Ok(_)) if self.engines > 0 => {
+                Err(Skip::MissingInput)
+            }
             (Ok(a), Err(_)) => Ok(a),
             (Err(_), Ok(b)) => Ok(b.clone()),
             (Err(x), Err(y)) => Err(x.max_pri(*y)),
@@ -230,6 +242,9 @@ impl Rates {
         self.v0_hit_rate.extend(&o.v0_hit_rate);
         self.v0 |= o.v0;
         self.engines += o.engines;
+        for (k, n) in &o.present {
+            *self.present.entry(k).or_default() += n;
+        }
     }
 
     pub(crate) fn counter(&self, k: &str) -> Result<f64, Skip> {
@@ -267,6 +282,14 @@ impl Rates {
     pub fn measures(&self, o: &Objectives) -> Measures {
         let mut m = Measures::default();
         let c = |k: &str| self.counter(k);
+        // An operand of a ratio must come from every engine summed: a mixed
+        // fleet (a server without prefill histograms beside vLLM) would
+        // otherwise divide one population's time by another's requests. A
+        // rate alone is the sum of the engines that have it.
+        let cr = |k: &str| {
+            let all = self.present.get(k).copied().unwrap_or(0) == self.engines || self.engines <= 1;
+            if all { self.counter(k) } else { Err(Skip::MissingInput) }
+        };
         let prefix = if self.v0 {
             if self.v0_hit_rate.is_empty() {
                 Err(Skip::MissingInput)
@@ -274,40 +297,41 @@ impl Rates {
                 Ok(self.v0_hit_rate.iter().sum::<f64>() / self.v0_hit_rate.len() as f64)
             }
         } else {
-            match (c("prefix_queries"), c("prefix_misses")) {
+            match (cr("prefix_queries"), cr("prefix_misses")) {
                 // TensorRT-LLM counts reused and missed blocks: queries are both.
-                (Err(Skip::MissingInput), Ok(miss)) => ratio(c("prefix_hits"), c("prefix_hits").map(|h| h + miss)),
-                (q, _) => ratio(c("prefix_hits"), q),
+                (Err(Skip::MissingInput), Ok(miss)) => ratio(cr("prefix_hits"), cr("prefix_hits").map(|h| h + miss)),
+                (q, _) => ratio(cr("prefix_hits"), q),
             }
         };
         m.put("prefix_cache_hit_ratio", prefix);
-        m.put("prompt_tokens_cached_ratio", ratio(c("prompt_cached"), c("prompt")));
+        m.put("prompt_tokens_cached_ratio", ratio(cr("prompt_cached"), cr("prompt")));
         m.put("generation_tokens_per_second", c("generation"));
         m.put("prompt_tokens_per_second", c("prompt"));
         let requests = c("requests");
+        let requests_all = cr("requests");
         for p in PHASES {
-            m.put(&format!("request_{p}_seconds_mean"), ratio(c(p), requests));
+            m.put(&format!("request_{p}_seconds_mean"), ratio(cr(p), requests_all));
         }
-        m.put("decode_share", ratio(c("decode"), c("e2e")));
+        m.put("decode_share", ratio(cr("decode"), cr("e2e")));
         for (key, name) in [("ttft", "ttft"), ("itl", "itl"), ("e2e", "e2e")] {
             for (q, _, suffix) in QUANTILES {
                 m.put(&format!("{name}_seconds_{suffix}"), self.quantile(key, q));
             }
         }
-        m.put("tokens_per_iteration", ratio(c("iteration_sum"), c("iteration_count")));
-        let shape = match ratio(c("request_generation_sum"), c("request_prompt_sum")) {
-            Err(Skip::MissingInput) => ratio(c("generation"), c("prompt")),
+        m.put("tokens_per_iteration", ratio(cr("iteration_sum"), cr("iteration_count")));
+        let shape = match ratio(cr("request_generation_sum"), cr("request_prompt_sum")) {
+            Err(Skip::MissingInput) => ratio(cr("generation"), cr("prompt")),
             r => r,
         };
         m.put("generation_to_prompt_ratio", shape);
         // The article's per-request figures.
         m.put("requests_per_minute", requests.map(|r| r * 60.0));
-        m.put("prompt_tokens_per_request_mean", ratio(c("request_prompt_sum"), c("request_prompt_count")));
-        m.put("generation_tokens_per_request_mean", ratio(c("request_generation_sum"), requests));
-        m.put("max_tokens_per_request_mean", ratio(c("max_tokens_sum"), c("max_tokens_count")));
+        m.put("prompt_tokens_per_request_mean", ratio(cr("request_prompt_sum"), cr("request_prompt_count")));
+        m.put("generation_tokens_per_request_mean", ratio(cr("request_generation_sum"), requests_all));
+        m.put("max_tokens_per_request_mean", ratio(cr("max_tokens_sum"), cr("max_tokens_count")));
         m.put("preemptions_per_minute", c("preemptions").map(|r| r * 60.0));
-        m.put("spec_decode_acceptance_ratio", ratio(c("spec_accepted"), c("spec_draft_tokens")));
-        m.put("spec_decode_mean_acceptance_length", ratio(c("spec_accepted"), c("spec_drafts")).map(|x| 1.0 + x));
+        m.put("spec_decode_acceptance_ratio", ratio(cr("spec_accepted"), cr("spec_draft_tokens")));
+        m.put("spec_decode_mean_acceptance_length", ratio(cr("spec_accepted"), cr("spec_drafts")).map(|x| 1.0 + x));
         // Outcomes.
         let error_abort;
         match &self.finished {

@@ -478,28 +478,35 @@ fn dashboards_alerts_and_keda_use_only_real_metric_names() {
         queries.iter().any(|q| q.contains("vllm:kv_cache_usage_perc"))
             && queries.iter().any(|q| q.contains("vllm:num_requests_waiting"))
     );
-    // Kibana: ES|QL over metrics.<name> fields.
-    let ndjson = std::fs::read_to_string(deploy().join("dashboards/kibana/infertel-vllm.ndjson")).unwrap();
-    let objects: Vec<Value> = ndjson
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).expect("ndjson line"))
-        .collect();
-    let ids: BTreeSet<&str> = objects.iter().map(|o| o["id"].as_str().unwrap()).collect();
-    let dashboards: Vec<&Value> = objects.iter().filter(|o| o["type"] == "dashboard").collect();
-    assert_eq!(dashboards.len(), 1);
-    for r in dashboards[0]["references"].as_array().unwrap() {
-        assert!(ids.contains(r["id"].as_str().unwrap()), "dashboard references a missing object {r}");
-    }
-    let panels: Vec<Value> = serde_json::from_str(dashboards[0]["attributes"]["panelsJSON"].as_str().unwrap()).unwrap();
-    assert_eq!(panels.len(), dashboards[0]["references"].as_array().unwrap().len());
-    for o in objects.iter().filter(|o| o["type"] == "search") {
-        let src: Value =
-            serde_json::from_str(o["attributes"]["kibanaSavedObjectMeta"]["searchSourceJSON"].as_str().unwrap())
-                .unwrap();
-        let q = src["query"]["esql"].as_str().expect("ES|QL query");
-        assert!(q.contains("metrics-vllm.prometheus-inference"), "{q}");
-        note(esql_metric_names(q), &format!("kibana {}", o["attributes"]["title"]));
+    // Kibana: ES|QL over metrics.<name> fields, vLLM's raw names and the
+    // derived series for every server.
+    for file in ["infertel-vllm.ndjson", "infertel-servers.ndjson"] {
+        let ndjson = std::fs::read_to_string(deploy().join("dashboards/kibana").join(file)).unwrap();
+        let objects: Vec<Value> = ndjson
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).expect("ndjson line"))
+            .collect();
+        let ids: BTreeSet<&str> = objects.iter().map(|o| o["id"].as_str().unwrap()).collect();
+        let dashboards: Vec<&Value> = objects.iter().filter(|o| o["type"] == "dashboard").collect();
+        assert_eq!(dashboards.len(), 1);
+        for r in dashboards[0]["references"].as_array().unwrap() {
+            assert!(ids.contains(r["id"].as_str().unwrap()), "dashboard references a missing object {r}");
+        }
+        let panels: Vec<Value> =
+            serde_json::from_str(dashboards[0]["attributes"]["panelsJSON"].as_str().unwrap()).unwrap();
+        assert_eq!(panels.len(), dashboards[0]["references"].as_array().unwrap().len());
+        for o in objects.iter().filter(|o| o["type"] == "search") {
+            let src: Value =
+                serde_json::from_str(o["attributes"]["kibanaSavedObjectMeta"]["searchSourceJSON"].as_str().unwrap())
+                    .unwrap();
+            let q = src["query"]["esql"].as_str().expect("ES|QL query");
+            assert!(q.contains("metrics-vllm.prometheus-inference"), "{q}");
+            if file == "infertel-servers.ndjson" {
+                assert!(q.contains("labels.inference_server"), "{file}: {q} splits by server");
+            }
+            note(esql_metric_names(q), &format!("kibana {file} {}", o["attributes"]["title"]));
+        }
     }
 
     // What the issue asks the dashboards to show.

@@ -95,8 +95,18 @@ fn bytes(s: &str) -> f64 {
     }
 }
 
+/// A Go duration as pprof prints it: `4.01s`, `850ms`, `1m2.5s`.
 fn seconds(s: &str) -> f64 {
-    s.trim_end_matches('s').parse().unwrap_or_else(|_| panic!("not seconds: {s}"))
+    let bad = || panic!("not a Go duration: {s}");
+    if let Some(ms) = s.strip_suffix("ms") {
+        return ms.parse::<f64>().unwrap_or_else(|_| bad()) / 1000.0;
+    }
+    let (m, rest) = match s.split_once('m') {
+        Some((m, rest)) => (m.parse::<f64>().unwrap_or_else(|_| bad()), rest),
+        None => (0.0, s),
+    };
+    let secs = rest.strip_suffix('s').map_or(0.0, |x| x.parse::<f64>().unwrap_or_else(|_| bad()));
+    m * 60.0 + secs
 }
 
 #[test]
@@ -178,6 +188,7 @@ fn go_tool_pprof_reads_cpu_and_heap_profiles_and_save_to_file_writes_the_run() {
     // Reload to save_to_file: the same port, now busy with the whole run.
     let saved = dir.path().join("run.pprof");
     agent.write_config(&config(&t.addr.to_string(), port, &out, &format!("save_to_file: {}", saved.display())));
+    let started_before = agent.proc.log_text().matches("starting cpu profiler").count();
     agent.reload();
     wait_until("the reload", Duration::from_secs(20), || agent.proc.log_text().contains("reloaded").then_some(()));
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -190,8 +201,11 @@ fn go_tool_pprof_reads_cpu_and_heap_profiles_and_save_to_file_writes_the_run() {
         assert!(std::time::Instant::now() < deadline, "reload to save_to_file not applied:\n{}", agent.proc.log_text());
     }
     // The profiler takes a moment to start (it symbolizes once, longer in
-    // a debug build): 3 s of run leave at least 1 s sampled.
-    std::thread::sleep(Duration::from_secs(3));
+    // a debug build and under load): once it has, 2 s of run are sampled.
+    wait_until("the whole-run profiler to start", Duration::from_secs(60), || {
+        (agent.proc.log_text().matches("starting cpu profiler").count() > started_before).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
     let mut agent = agent;
     assert_eq!(agent.proc.terminate(Duration::from_secs(20)), Some(0), "{}", agent.proc.log_text());
     assert!(saved.is_file(), "save_to_file written at shutdown:\n{}", agent.proc.log_text());

@@ -62,9 +62,32 @@ service:
             let sel = expr.replace("JOB", &job);
             prom.query(&sel).first().map(|(_, v)| parse_prom_float(v))
         };
-        wait_until(&format!("{svc} in Prometheus"), Duration::from_secs(30), || {
-            (q(r#"llm_request_duration_seconds_count{job="JOB"}"#) == Some(4.0)).then_some(())
-        });
+        // The exporter shards an export's series over its consumers, so
+        // they land in several requests: wait for the last of each kind
+        // asserted below, not only for the histogram's count.
+        // At most 30 s; the assertions below then say what differs.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let settled = || {
+            // An earlier flush's value may still stand for one series while
+            // another has the last: wait for the last values themselves.
+            let last = [
+                (r#"llm_request_duration_seconds_count{job="JOB"}"#, 4.0),
+                (r#"llm_request_duration_seconds_bucket{job="JOB", le="0.1"}"#, 1.0),
+                (r#"llm_request_duration_seconds_bucket{job="JOB", le="1"}"#, 2.0),
+                (r#"llm_request_duration_seconds_bucket{job="JOB", le="10"}"#, 3.0),
+                (r#"llm_request_duration_seconds_bucket{job="JOB", le="+Inf"}"#, 4.0),
+                (r#"llm_tokens_total{job="JOB", model="m"}"#, 12.0),
+                (r#"queue_depth{job="JOB"}"#, 2.0),
+                (r#"gpu_utilization_ratio{job="JOB", gpu="0"}"#, 0.75),
+                (r#"target_info{job="JOB", deployment_environment="test"}"#, 1.0),
+            ];
+            let sum_done =
+                q(r#"llm_request_duration_seconds_sum{job="JOB"}"#).is_some_and(|x| (x - 55.55).abs() < 1e-9);
+            sum_done && last.iter().all(|(e, v)| q(e) == Some(*v))
+        };
+        while !settled() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+        }
         let instance = format!("{svc}-0");
         let inst = prom.query(&format!(r#"llm_tokens_total{{job="{job}"}}"#));
         assert_eq!(inst.first().and_then(|(l, _)| l.get("instance")).map(String::as_str), Some(instance.as_str()));

@@ -21,6 +21,31 @@ const ENGINES: &[(&str, &str, &str, &str)] = &[
     ("dynamo", "dynamo-frontend.prom", "dynamo-frontend", "dynamo"),
 ];
 
+/// The agent scraping `jobs` (scrape_configs entries) every second through
+/// the inference processor into Prometheus at `write_url`.
+fn agent_config(jobs: &str, write_url: &str) -> String {
+    format!(
+        r#"
+receivers:
+  prometheus:
+    config:
+      global: {{scrape_interval: 1s, scrape_timeout: 1s}}
+      scrape_configs:
+{jobs}
+processors:
+  inference:
+    window: 5s
+exporters:
+  prometheusremotewrite:
+    endpoint: {write_url}
+service:
+  pipelines:
+    metrics: {{receivers: [prometheus], processors: [inference], exporters: [prometheusremotewrite]}}
+  telemetry: {{metrics: {{address: "{{{{TELEMETRY}}}}"}}}}
+"#
+    )
+}
+
 #[test]
 fn every_engine_is_reported_with_its_schema_in_prometheus() {
     let targets = Targets::start();
@@ -40,27 +65,7 @@ fn every_engine_is_reported_with_its_schema_in_prometheus() {
         ));
     }
     let prom = Prometheus::start(&direct);
-    let cfg = format!(
-        r#"
-receivers:
-  prometheus:
-    config:
-      global: {{scrape_interval: 1s, scrape_timeout: 1s}}
-      scrape_configs:
-{jobs}
-processors:
-  inference:
-    window: 5s
-exporters:
-  prometheusremotewrite:
-    endpoint: {}
-service:
-  pipelines:
-    metrics: {{receivers: [prometheus], processors: [inference], exporters: [prometheusremotewrite]}}
-  telemetry: {{metrics: {{address: "{{{{TELEMETRY}}}}"}}}}
-"#,
-        prom.write_url()
-    );
+    let cfg = agent_config(&jobs, &prom.write_url());
     let agent = Agent::start(&cfg);
     for (job, file, schema, server) in ENGINES {
         let q = format!("infertel_target_schema_info{{job=\"{job}\"}}");
@@ -178,27 +183,7 @@ fn the_simulator_speaks_every_engine_to_prometheus_and_to_the_agent() {
         jobs.push_str(&format!("        - job_name: {e}\n          static_configs: [{{targets: ['{addr}']}}]\n"));
     }
     let prom = Prometheus::start(&direct);
-    let cfg = format!(
-        r#"
-receivers:
-  prometheus:
-    config:
-      global: {{scrape_interval: 1s, scrape_timeout: 1s}}
-      scrape_configs:
-{jobs}
-processors:
-  inference:
-    window: 5s
-exporters:
-  prometheusremotewrite:
-    endpoint: {}
-service:
-  pipelines:
-    metrics: {{receivers: [prometheus], processors: [inference], exporters: [prometheusremotewrite]}}
-  telemetry: {{metrics: {{address: "{{{{TELEMETRY}}}}"}}}}
-"#,
-        prom.write_url()
-    );
+    let cfg = agent_config(&jobs, &prom.write_url());
     let _agent = Agent::start(&cfg);
     for ((e, schema), (_, addr)) in engines.iter().zip(&sims) {
         // Prometheus takes every sample of the page.

@@ -11,6 +11,9 @@
 //! advanced by a chosen amount, must give the rates, ratios and quantiles
 //! worked out by hand below.
 
+mod common;
+
+use common::advance;
 use infertel_inference::scrape::series_from_text;
 use infertel_inference::{Engine, Evaluation, Settings, TargetKey};
 use std::path::PathBuf;
@@ -48,55 +51,30 @@ fn without(body: &str, drop: &[&str]) -> String {
         .collect()
 }
 
-/// (fixture, schema, inference_server, derived like vLLM).
-const CASES: &[(&str, &str, &str, bool)] = &[
-    ("sglang.prom", "sglang-0.5", "sglang", true),
-    ("tgi.prom", "tgi", "tgi", true),
-    ("llamacpp.prom", "llamacpp", "llamacpp", true),
-    ("trtllm-serve.prom", "trtllm-serve", "trtllm", true),
-    ("triton-trtllm.prom", "triton-trtllm", "triton", true),
-    ("dynamo-frontend.prom", "dynamo-frontend", "dynamo", true),
+/// (fixture, schema, inference_server).
+const CASES: &[(&str, &str, &str)] = &[
+    ("sglang.prom", "sglang-0.5", "sglang"),
+    ("tgi.prom", "tgi", "tgi"),
+    ("llamacpp.prom", "llamacpp", "llamacpp"),
+    ("trtllm-serve.prom", "trtllm-serve", "trtllm"),
+    ("triton-trtllm.prom", "triton-trtllm", "triton"),
+    ("dynamo-frontend.prom", "dynamo-frontend", "dynamo"),
 ];
 
 #[test]
 fn every_engine_is_recognised_from_its_own_exposition() {
-    for (file, schema, server, derived) in CASES {
+    for (file, schema, server) in CASES {
         let body = fixture(file);
         let ev = first_evaluation("engine", &body);
         assert_eq!(schema_info(&ev), (schema.to_string(), Some(server.to_string())), "{file}");
         let event = ev.schema_event.as_ref().unwrap_or_else(|| panic!("{file}: the schema is logged once"));
         assert_eq!(event.schema.as_str(), *schema);
         assert!(event.missing.is_empty(), "{file}: a faithful exposition misses nothing: {:?}", event.missing);
-        assert_eq!(event.schema.derives(), *derived, "{file}");
-        if !derived {
-            // Nothing but the schema is derived from these (yet).
-            assert_eq!(ev.derived.len(), 1, "{file}: {:?}", ev.derived);
-        }
         // Every series derived from a server names it (a node's do not).
         for d in ev.derived.iter().filter(|d| d.label("node").is_none()) {
             assert_eq!(d.label("inference_server"), Some(*server), "{file}: {d:?}");
         }
     }
-}
-
-/// The second scrape: each sample advanced by `delta(name, labels)`; for a
-/// histogram's buckets, by `bucket(name, le)` (cumulative, so every bucket
-/// from the one observations land in up to +Inf grows alike).
-fn advance(body: &str, delta: &dyn Fn(&str, &str) -> Option<f64>) -> String {
-    body.lines()
-        .map(|l| {
-            if l.starts_with('#') || l.is_empty() {
-                return format!("{l}\n");
-            }
-            let (series, value) = l.rsplit_once(' ').unwrap();
-            let name = series.split('{').next().unwrap();
-            let labels = series.strip_prefix(name).unwrap_or("");
-            match (delta(name, labels), value.parse::<f64>()) {
-                (Some(d), Ok(v)) => format!("{series} {}\n", v + d),
-                _ => format!("{l}\n"),
-            }
-        })
-        .collect()
 }
 
 fn le(labels: &str) -> f64 {

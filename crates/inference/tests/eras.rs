@@ -4,6 +4,8 @@
 //! renames of `shared/reference/vllm-metrics.md` to the 0.17 capture). Each
 //! era must yield the derived gauges it supports, with the expected values.
 
+mod common;
+
 use infertel_inference::scrape::series_from_text;
 use infertel_inference::{Engine, Evaluation, Settings, TargetKey};
 use std::path::PathBuf;
@@ -52,20 +54,7 @@ fn delta(name: &str, labels: &str) -> Option<f64> {
 /// The second scrape: every counter, `_sum`, `_count` and `_bucket` advanced
 /// by one window of work; gauges unchanged.
 fn advance(body: &str) -> String {
-    body.lines()
-        .map(|l| {
-            if l.starts_with('#') || l.is_empty() {
-                return format!("{l}\n");
-            }
-            let (series, value) = l.rsplit_once(' ').unwrap();
-            let name = series.split('{').next().unwrap();
-            let labels = series.strip_prefix(name).unwrap_or("");
-            match (delta(name, labels), value.parse::<f64>()) {
-                (Some(d), Ok(v)) => format!("{series} {}\n", v + d),
-                _ => format!("{l}\n"),
-            }
-        })
-        .collect()
+    common::advance(body, &delta)
 }
 
 fn evaluate(job: &str, body: &str) -> Evaluation {

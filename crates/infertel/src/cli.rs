@@ -1,6 +1,7 @@
 //! Command-line interface.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use infertel_simulator::ServerKind;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -81,8 +82,8 @@ pub enum Command {
         #[arg(long, default_value = "2s")]
         interval: String,
         /// The inference server the simulator speaks as.
-        #[arg(long, value_enum, default_value_t = SimEngine::Vllm)]
-        engine: SimEngine,
+        #[arg(long, default_value = "vllm", value_parser = parse_engine)]
+        engine: ServerKind,
     },
     /// Sample vLLM and dcgm-exporter for a window (or replay recorded scrapes)
     /// and print the verdicts against the objectives and the recommendations.
@@ -134,29 +135,9 @@ pub enum Command {
     },
 }
 
-/// The inference server the simulator speaks as.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SimEngine {
-    Vllm,
-    Sglang,
-    Tgi,
-    Llamacpp,
-    Trtllm,
-    Dynamo,
-}
-
-impl SimEngine {
-    pub fn kind(self) -> infertel_simulator::ServerKind {
-        use infertel_simulator::ServerKind as K;
-        match self {
-            SimEngine::Vllm => K::Vllm,
-            SimEngine::Sglang => K::Sglang,
-            SimEngine::Tgi => K::Tgi,
-            SimEngine::Llamacpp => K::Llamacpp,
-            SimEngine::Trtllm => K::Trtllm,
-            SimEngine::Dynamo => K::Dynamo,
-        }
-    }
+/// `--engine`: the simulator's server kinds, by their names.
+fn parse_engine(s: &str) -> Result<ServerKind, String> {
+    ServerKind::parse(s).ok_or_else(|| format!("{s:?}: one of vllm, sglang, tgi, llamacpp, trtllm, dynamo"))
 }
 
 /// Knobs that drive every derived gauge and recommendation.
@@ -164,8 +145,8 @@ impl SimEngine {
 pub struct SimWorkload {
     /// The inference server whose /metrics is served (its names, labels,
     /// buckets and HELP, as its source prints them).
-    #[arg(long, value_enum, default_value_t = SimEngine::Vllm)]
-    pub engine: SimEngine,
+    #[arg(long, default_value = "vllm", value_parser = parse_engine)]
+    pub engine: ServerKind,
     /// Share of prompt tokens served from the prefix cache (0-1).
     #[arg(long, default_value_t = 0.325)]
     pub prefix_reuse: f64,

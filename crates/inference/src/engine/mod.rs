@@ -267,10 +267,11 @@ impl Engine {
             // A target is live while it is not gone and has a sample in the
             // window: a failed scrape (its markers) does not blank it.
             let live = !st.gone
-                && (st.series.values().flat_map(|m| m.values()).any(|v| in_window(v, t, self.settings.window_ms).is_ok())
-                    // No samples are kept of a target whose series are not
-                    // derived from: its newest scrape tells.
-                    || (detected.is_some_and(|s| !s.derives()) && t - st.newest_ms <= self.settings.window_ms));
+                && st
+                    .series
+                    .values()
+                    .flat_map(|m| m.values())
+                    .any(|v| in_window(v, t, self.settings.window_ms).is_ok());
             if live && let Some(s) = detected {
                 let mut labels = vec![
                     ("instance".into(), key.instance.clone()),

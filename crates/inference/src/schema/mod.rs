@@ -187,23 +187,6 @@ impl Schema {
         }
     }
 
-    /// Whether infertel derives series from this schema's targets (vLLM,
-    /// SGLang, trtllm-serve, Dynamo's frontend and workers, TGI, llama.cpp,
-    /// Triton and dcgm-exporter).
-    pub fn derives(self) -> bool {
-        match self.source() {
-            Source::Vllm
-            | Source::Dcgm
-            | Source::Sglang
-            | Source::Trtllm
-            | Source::Tgi
-            | Source::Llamacpp
-            | Source::Triton => true,
-            Source::Dynamo => true,
-            Source::Other => false,
-        }
-    }
-
     /// Derived series this server cannot give, and why: logged when the
     /// target is first seen (nothing is emitted for them).
     pub fn not_derived(self) -> &'static [(&'static str, &'static str)] {
@@ -247,7 +230,7 @@ impl Schema {
     /// Whether this schema's series go through the engine derivations
     /// (`engine/vllm.rs`): the servers whose inputs mean what vLLM's do.
     pub fn engine_derived(self) -> bool {
-        self.derives() && self.source() != Source::Dcgm
+        self.source() != Source::Dcgm
     }
 
     /// True when the prefix-cache counters of this era may count KV blocks,

@@ -40,8 +40,8 @@ struct Tap(Mutex<View>, Vec<&'static str>);
 
 /// The simulated server's own names for what the screen shows: running,
 /// waiting, KV-pool usage and the generated-tokens counter.
-fn server_names(e: crate::cli::SimEngine) -> [&'static str; 4] {
-    use crate::cli::SimEngine as E;
+fn server_names(e: infertel_simulator::ServerKind) -> [&'static str; 4] {
+    use infertel_simulator::ServerKind as E;
     match e {
         E::Vllm => [
             "vllm:num_requests_running",
@@ -148,13 +148,13 @@ fn render(
     rate: f64,
     telemetry_addr: &str,
     status_url: &str,
-    engine: crate::cli::SimEngine,
+    engine: infertel_simulator::ServerKind,
 ) -> String {
     let mut s = String::new();
     let [running, waiting, kv, generation] = server_names(engine);
     s.push_str(&format!(
         "infertel demo — simulated {} + dcgm-exporter on loopback — {:.0}s — Ctrl-C to stop\n\n",
-        engine.kind().as_str(),
+        engine.as_str(),
         elapsed.as_secs_f64()
     ));
     if !status_url.is_empty() {
@@ -196,7 +196,7 @@ fn render(
         ));
     }
     s.push_str(&format!("  generation tokens/s            {}\n", fmt_opt(v.rate(generation), |x| format!("{x:.1}"))));
-    if engine == crate::cli::SimEngine::Vllm {
+    if engine == infertel_simulator::ServerKind::Vllm {
         s.push_str(&format!("  prefix cache hit ratio         {}\n", fmt_opt(hit, |x| format!("{:.1}%", x * 100.0))));
     }
     s.push_str(&format!(
@@ -221,7 +221,7 @@ pub async fn demo(
     duration: Option<String>,
     concurrency: f64,
     interval: String,
-    engine: crate::cli::SimEngine,
+    engine: infertel_simulator::ServerKind,
 ) -> u8 {
     crate::logging::init(log, "warn", false);
     let stop_after = match duration.as_deref().map(parse_duration).transpose() {
@@ -236,9 +236,7 @@ pub async fn demo(
         return exit::USAGE;
     }
     let loopback = "127.0.0.1:0".parse().expect("literal address");
-    let sim = match serve(SimConfig { concurrency, server: engine.kind(), ..SimConfig::default() }, loopback, loopback)
-        .await
-    {
+    let sim = match serve(SimConfig { concurrency, server: engine, ..SimConfig::default() }, loopback, loopback).await {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: cannot start the simulator on loopback: {e}");

@@ -49,7 +49,7 @@ pub async fn simulate(
         power_watts: w.power_watts,
         dram_active: w.dram_active,
         tensor_active: w.tensor_active,
-        server: w.engine.kind(),
+        server: w.engine,
         ..SimConfig::default()
     };
     if let Some(m) = model {
@@ -62,7 +62,7 @@ pub async fn simulate(
             return exit::FAILURE;
         }
     };
-    println!("simulated {}: http://{}/metrics", w.engine.kind().as_str(), server.vllm_addr);
+    println!("simulated {}: http://{}/metrics", w.engine.as_str(), server.vllm_addr);
     println!("simulated dcgm-exporter: http://{}/metrics", server.dcgm_addr);
     println!("concurrency {concurrency} (capacity {capacity}); Ctrl-C to stop");
     super::shutdown_signal().await;

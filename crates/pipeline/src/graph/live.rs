@@ -198,6 +198,14 @@ fn start_receiver(r: super::ReceiverSlot, telemetry: &Telemetry) -> Option<LiveR
     Some(LiveReceiver { id: r.id, key: r.key, output: r.output, backpressure: r.backpressure, stop, task })
 }
 
+/// Binds a server's address from synchronous code (a reload starting an
+/// extension whose listener was not bound ahead).
+fn bind_now(addr: Result<SocketAddr, String>) -> Result<tokio::net::TcpListener, String> {
+    let l = std::net::TcpListener::bind(addr?).map_err(|e| e.to_string())?;
+    l.set_nonblocking(true).map_err(|e| e.to_string())?;
+    tokio::net::TcpListener::from_std(l).map_err(|e| e.to_string())
+}
+
 fn serve_health(l: tokio::net::TcpListener, readiness: Arc<Readiness>) -> JoinHandle<()> {
     tracing::info!(
         "health_check: /healthz and /readyz at http://{}",
@@ -245,21 +253,11 @@ impl Service {
     /// [`Service::bind_pprof`] (binding it when it is not).
     fn start_pprof(&mut self) -> Option<crate::extensions::pprof::Pprof> {
         let cfg = self.pprof.clone()?;
-        let l = match self.pprof_listener.take() {
-            Some(l) => l,
-            None => {
-                let bound = cfg
-                    .socket_addr()
-                    .and_then(|a| std::net::TcpListener::bind(a).map_err(|e| e.to_string()))
-                    .and_then(|l| l.set_nonblocking(true).map(|_| l).map_err(|e| e.to_string()))
-                    .and_then(|l| tokio::net::TcpListener::from_std(l).map_err(|e| e.to_string()));
-                match bound {
-                    Ok(l) => l,
-                    Err(e) => {
-                        tracing::error!("extensions pprof endpoint {}: cannot listen: {e}", cfg.endpoint);
-                        return None;
-                    }
-                }
+        let l = match self.pprof_listener.take().map(Ok).unwrap_or_else(|| bind_now(cfg.socket_addr())) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!("extensions pprof endpoint {}: cannot listen: {e}", cfg.endpoint);
+                return None;
             }
         };
         Some(crate::extensions::pprof::Pprof::start(cfg, l))
@@ -270,22 +268,11 @@ impl Service {
     fn start_status(&mut self) -> Vec<JoinHandle<()>> {
         let mut out = Vec::new();
         for (s, slot) in self.status.iter().zip(self.status_listeners.iter_mut()) {
-            let l = match slot.take() {
-                Some(l) => l,
-                None => {
-                    let bound = s
-                        .cfg
-                        .socket_addr()
-                        .and_then(|a| std::net::TcpListener::bind(a).map_err(|e| e.to_string()))
-                        .and_then(|l| l.set_nonblocking(true).map(|_| l).map_err(|e| e.to_string()))
-                        .and_then(|l| tokio::net::TcpListener::from_std(l).map_err(|e| e.to_string()));
-                    match bound {
-                        Ok(l) => l,
-                        Err(e) => {
-                            tracing::error!("extensions status endpoint {}: cannot listen: {e}", s.cfg.endpoint);
-                            continue;
-                        }
-                    }
+            let l = match slot.take().map(Ok).unwrap_or_else(|| bind_now(s.cfg.socket_addr())) {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::error!("extensions status endpoint {}: cannot listen: {e}", s.cfg.endpoint);
+                    continue;
                 }
             };
             out.push(s.serve(l, self.telemetry.clone(), self.readiness.clone()));

@@ -77,9 +77,6 @@ impl InferenceProcessor {
                     tracing::warn!(processor = %self.id, job = %t.job, instance = %t.instance, schema = s.schema.as_str(), previous = p.as_str(), "target changed metric schema from {} to {}", p.as_str(), s.schema.as_str())
                 }
             }
-            if !s.schema.derives() {
-                tracing::info!(processor = %self.id, job = %t.job, instance = %t.instance, schema = s.schema.as_str(), "target is {}: infertel recognises it and reports infertel_target_schema_info; its derived series are not built yet", s.schema.source().display_name());
-            }
             for (derived, why) in s.schema.not_derived() {
                 tracing::info!(processor = %self.id, job = %t.job, instance = %t.instance, "{derived} is not derived for this target: {why}");
             }

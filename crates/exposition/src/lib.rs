@@ -68,7 +68,7 @@ impl Format {
 /// Parses a whole exposition body in the given format.
 pub fn parse(body: &[u8], format: Format) -> Result<Exposition<'_>, ParseError> {
     match format {
-        Format::PrometheusText => text::parse(body),
+        Format::PrometheusText => text::parse(body, None),
         Format::OpenMetrics => openmetrics::parse(body),
     }
 }
@@ -79,9 +79,45 @@ pub fn parse(body: &[u8], format: Format) -> Result<Exposition<'_>, ParseError> 
 /// value ranges, exemplar length) are not; the 0.0.4 format as [`parse`].
 pub fn parse_as_prometheus(body: &[u8], format: Format) -> Result<Exposition<'_>, ParseError> {
     match format {
-        Format::PrometheusText => text::parse(body),
+        Format::PrometheusText => text::parse(body, None),
         Format::OpenMetrics => openmetrics::parse_as_prometheus(body),
     }
+}
+
+/// Like [`parse_as_prometheus`], with a scrape cache's shortcut (what
+/// Prometheus' scrape cache does with the raw series text of a line): for
+/// each sample line of the 0.0.4 format, `known` is asked about the line's
+/// [`raw series key`](series_key) (the hash of the bytes before the value).
+/// When it answers with the caller's key for that series, the line's labels
+/// are neither parsed nor checked, only its value and timestamp: the sample
+/// carries the answer in [`ParsedSample::known`] and has no labels. The
+/// caller must only answer for keys of lines this parser accepted before;
+/// the bytes are then the same, so the labels and their checks would be too.
+/// OpenMetrics bodies are parsed in full.
+pub fn parse_as_prometheus_known<'a>(
+    body: &'a [u8],
+    format: Format,
+    known: &mut dyn FnMut(u128) -> Option<u128>,
+) -> Result<Exposition<'a>, ParseError> {
+    match format {
+        Format::PrometheusText => text::parse(body, Some(known)),
+        Format::OpenMetrics => openmetrics::parse_as_prometheus(body),
+    }
+}
+
+/// The raw series key of a sample line: a 128-bit hash of its bytes from
+/// the metric name to the end of the label set, seeded once per process (a
+/// target cannot craft two lines with one key without knowing the seed).
+/// Two spellings of one series (label order, blanks) have different keys.
+pub fn series_key(raw: &[u8]) -> u128 {
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let seed = *SEED.get_or_init(|| {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(0x696e_6665_7274_656c);
+        h.finish()
+    });
+    xxhash_rust::xxh3::xxh3_128_with_seed(raw, seed)
 }
 
 /// Go's `mime.ParseMediaType` succeeds on `ct`: a `type/subtype` token and
@@ -177,6 +213,13 @@ pub struct ParsedSample<'a> {
     pub kind: MetricType,
     /// 1-based line number of the sample.
     pub line: u32,
+    /// The line's [`series_key`] (0.0.4 lines that start with a metric
+    /// name; `None` for OpenMetrics and for `{"quoted.name"}` lines).
+    pub raw_key: Option<u128>,
+    /// What the caller's `known` answered for `raw_key` (see
+    /// [`parse_as_prometheus_known`]); when `Some`, the labels were not
+    /// parsed and [`Exposition::labels`] is empty for this sample.
+    pub known: Option<u128>,
     labels: Range<u32>,
 }
 

@@ -596,6 +596,8 @@ impl<'a> Parser<'a> {
             family,
             kind: if family.is_some() { kind } else { MetricType::Unknown },
             line: self.line as u32,
+            raw_key: None,
+            known: None,
             labels: start..self.out.labels.len() as u32,
         });
         Ok(())

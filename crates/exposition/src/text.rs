@@ -33,7 +33,10 @@ use crate::float::{parse_go_float, parse_ms_timestamp};
 use crate::lexer::{is_metric_start, scan_label_name, scan_metric_name, scan_quoted, unescape};
 use crate::{Exposition, Family, Label, ParsedSample};
 
-pub(crate) fn parse(body: &[u8]) -> Result<Exposition<'_>, ParseError> {
+/// What the caller knows of raw series keys (see `parse_as_prometheus_known`).
+pub(crate) type Known<'k> = &'k mut dyn FnMut(u128) -> Option<u128>;
+
+pub(crate) fn parse<'a>(body: &'a [u8], known: Option<Known<'_>>) -> Result<Exposition<'a>, ParseError> {
     // One validation pass over the whole body (fast on ASCII) instead of one
     // per token; tokens then are slices of a `str` (their boundaries are
     // ASCII bytes, so always char boundaries). An invalid body falls back to
@@ -47,18 +50,20 @@ pub(crate) fn parse(body: &[u8]) -> Result<Exposition<'_>, ParseError> {
         line_start: 0,
         out: Exposition::default(),
         by_name: HashMap::default(),
+        known,
     };
     // Size the outputs once: one sample per line at most, and a handful of
     // labels each, instead of growing (and copying) from empty every scrape.
     let lines = memchr::memchr_iter(b'\n', body).count() + 1;
     p.out.samples.reserve(lines);
-    p.out.labels.reserve(lines * 4);
+    // With the scrape cache's shortcut most lines keep no labels.
+    p.out.labels.reserve(if p.known.is_some() { lines / 8 } else { lines * 4 });
     p.run()?;
     p.resolve_families();
     Ok(p.out)
 }
 
-struct Parser<'a> {
+struct Parser<'a, 'k> {
     buf: &'a [u8],
     /// The body as text, when it is valid UTF-8 as a whole.
     text: Option<&'a str>,
@@ -67,13 +72,14 @@ struct Parser<'a> {
     line_start: usize,
     out: Exposition<'a>,
     by_name: HashMap<Cow<'a, str>, u32>,
+    known: Option<Known<'k>>,
 }
 
 fn is_blank(b: u8) -> bool {
     b == b' ' || b == b'\t'
 }
 
-impl<'a> Parser<'a> {
+impl<'a> Parser<'a, '_> {
     fn err(&self, at: usize, reason: impl Into<String>) -> ParseError {
         ParseError::new(self.line, at.saturating_sub(self.line_start) + 1, reason)
     }
@@ -239,23 +245,80 @@ impl<'a> Parser<'a> {
     fn sample(&mut self) -> Result<(), ParseError> {
         let line = self.line;
         let name_start = self.pos;
+        // The scrape cache's shortcut: a series the caller knows by its raw
+        // bytes needs only its value read. The label set ends at the last
+        // `}` of the line: in a line the parser accepts nothing after the
+        // set can hold one (a value is a float, a timestamp digits). A line
+        // with a raw newline in a label value is cut inside that value here,
+        // so its bytes up to a `}` have an unclosed quote, are no accepted
+        // series' text, and so no known key: the full parser reads it.
+        let mut raw_key = None;
+        if self.known.is_some() && self.peek() != Some(b'{') {
+            // The name ends at `{` or a space: a known line's name is all
+            // metric characters (anything else, `foo-1` or a tab, makes an
+            // unknown key here and the full parser reads the line).
+            let rest = &self.buf[name_start..];
+            let this_line = &rest[..memchr::memchr(b'\n', rest).unwrap_or(rest.len())];
+            let name_len = memchr::memchr3(b'{', b' ', b'\t', this_line).unwrap_or(this_line.len());
+            let name_end = name_start + name_len;
+            let mut j = name_len;
+            while this_line.get(j).copied().is_some_and(is_blank) {
+                j += 1;
+            }
+            let series_end = if this_line.get(j) == Some(&b'{') {
+                memchr::memrchr(b'}', this_line).map(|close| name_start + close + 1)
+            } else {
+                Some(name_end)
+            };
+            if let Some(end) = series_end {
+                let key = crate::series_key(&self.buf[name_start..end]);
+                raw_key = Some(key);
+                if let Some(known) = self.known.as_mut().and_then(|k| k(key)) {
+                    let name = Cow::Borrowed(self.str_at(name_start, name_end)?);
+                    self.pos = end;
+                    let labels = self.out.labels.len();
+                    return self.rest_of_sample(line, name, labels, raw_key, Some(known));
+                }
+            }
+        }
         let mut name: Option<Cow<'a, str>> = None;
+        let mut series_end = name_start;
         if self.peek() != Some(b'{') {
             let end = scan_metric_name(self.buf, self.pos);
             name = Some(Cow::Borrowed(self.str_at(self.pos, end)?));
             self.pos = end;
+            series_end = end;
             self.skip_blanks();
         }
         let labels_start = self.out.labels.len();
         if self.peek() == Some(b'{') {
             self.pos += 1;
             self.labels(&mut name)?;
+            series_end = self.pos;
         }
         let Some(name) = name else {
             self.out.labels.truncate(labels_start);
             return Err(self.err(name_start, "sample has no metric name"));
         };
         self.check_labels(labels_start, name_start)?;
+        // The key the shortcut would compute for these bytes: none for a
+        // `{"quoted.name"}` line or a label value with a raw newline (the
+        // shortcut never reads those).
+        if self.known.is_some() && raw_key.is_none() && self.line == line && self.buf[name_start] != b'{' {
+            raw_key = Some(crate::series_key(&self.buf[name_start..series_end]));
+        }
+        self.rest_of_sample(line, name, labels_start, raw_key, None)
+    }
+
+    /// A sample line after its labels: value, optional timestamp, line end.
+    fn rest_of_sample(
+        &mut self,
+        line: usize,
+        name: Cow<'a, str>,
+        labels_start: usize,
+        raw_key: Option<u128>,
+        known: Option<u128>,
+    ) -> Result<(), ParseError> {
         self.skip_blanks();
         // Value token: `[^{ \t\n]+` (NUL also ends it).
         let vstart = self.pos;
@@ -294,6 +357,8 @@ impl<'a> Parser<'a> {
             family: None,
             kind: MetricType::Unknown,
             line: line as u32,
+            raw_key,
+            known,
             labels: labels_start as u32..labels_end as u32,
         });
         Ok(())

@@ -113,6 +113,14 @@ impl Labels {
         Arc::ptr_eq(&a.0, &b.0)
     }
 
+    /// Whether another clone of this label set is alive: a receiver's
+    /// scrape cache keeps the sets of its live series, so a shared set is
+    /// one worth caching work for (see the remote-write encoder), and a
+    /// cache's own clone that is no longer shared belongs to a series gone.
+    pub fn is_shared(&self) -> bool {
+        Arc::strong_count(&self.0) > 1
+    }
+
     /// Address of the shared allocation: an identity of this label set for
     /// as long as a clone of it is held.
     pub fn addr(&self) -> usize {

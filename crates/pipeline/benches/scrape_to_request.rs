@@ -53,6 +53,47 @@ fn bench(c: &mut Criterion) {
                 .map(|e| e.samples.len())
         })
     });
+    // The scrape cache's shortcut: every line known (a steady-state scrape)
+    // against none known (a target's first scrape).
+    let keys: std::collections::HashSet<u128> = infertel_exposition::parse_as_prometheus_known(
+        BODY,
+        infertel_exposition::Format::PrometheusText,
+        &mut |_| None,
+    )
+    .expect("fixture")
+    .samples
+    .iter()
+    .filter_map(|s| s.raw_key)
+    .collect();
+    g.bench_function("parse_cache_hit", |b| {
+        b.iter(|| {
+            infertel_exposition::parse_as_prometheus_known(
+                black_box(BODY),
+                infertel_exposition::Format::PrometheusText,
+                &mut |k| keys.contains(&k).then_some(k),
+            )
+            .map(|e| e.samples.len())
+        })
+    });
+    g.bench_function("parse_cache_miss", |b| {
+        b.iter(|| {
+            infertel_exposition::parse_as_prometheus_known(
+                black_box(BODY),
+                infertel_exposition::Format::PrometheusText,
+                &mut |_| None,
+            )
+            .map(|e| e.samples.len())
+        })
+    });
+    g.bench_function("build_series_cold", |b| {
+        b.iter(|| {
+            series.clear();
+            md.clear();
+            let mut cold = SeriesCache::default();
+            build_series(black_box(BODY), None, 1, &t, &j, &mut cold, &mut series, &mut md, false)
+                .map(|s| s.post_relabel)
+        })
+    });
     let mut ts = 2;
     g.bench_function("build_series_warm", |b| {
         b.iter(|| {
@@ -87,6 +128,36 @@ fn bench(c: &mut Criterion) {
     let mut rb = RequestBuilder::new(3_000_000, false, vec![]);
     g.bench_function("request_build", |b| {
         b.iter(|| rb.build(black_box(series.clone()), &[]).map(|r| r.requests.len()))
+    });
+    // Request building for series whose labels are not kept anywhere else
+    // (built for one batch, or read back from a disk queue): no cached
+    // label encoding.
+    g.bench_function("request_build_unshared_labels", |b| {
+        b.iter_batched(
+            || {
+                series
+                    .iter()
+                    .map(|s| infertel_model::Series {
+                        labels: infertel_model::Labels::from_vec(s.labels.iter().cloned().collect()),
+                        samples: s.samples.clone(),
+                    })
+                    .collect::<Vec<_>>()
+            },
+            |fresh| rb.build(black_box(fresh), &[]).map(|r| r.requests.len()),
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    // The whole per-scrape path on a warm cache: body to request bodies.
+    let mut rb_whole = RequestBuilder::new(3_000_000, false, vec![]);
+    let mut ts_w = ts + 10;
+    g.bench_function("scrape_to_request", |b| {
+        b.iter(|| {
+            let mut out = Vec::with_capacity(1024);
+            md.clear();
+            ts_w += 1;
+            build_series(black_box(BODY), None, ts_w, &t, &j, &mut cache, &mut out, &mut md, false).expect("fixture");
+            rb_whole.build(out, &[]).map(|r| r.requests.len())
+        })
     });
     let mut store = infertel_otlp::MetadataStore::default();
     store.update(&md);

@@ -281,6 +281,82 @@ pub fn encode_protobuf(buf: &mut Vec<u8>, series: &[Series], metadata: &[Metadat
     }
 }
 
+/// Appends the `TimeSeries.labels` fields of `labels` (the part of a series
+/// that is the same on every request).
+fn put_label_fields(buf: &mut Vec<u8>, labels: &Labels) {
+    for l in wire_labels(labels) {
+        let (n, v) = (l.name.as_bytes(), l.value.as_bytes());
+        let body = 4 + n.len() + v.len();
+        if body < 128 && !n.is_empty() {
+            buf.extend_from_slice(&[TIMESERIES_LABELS, body as u8, LABEL_NAME, n.len() as u8]);
+            buf.extend_from_slice(n);
+            buf.extend_from_slice(&[LABEL_VALUE, v.len() as u8]);
+            buf.extend_from_slice(v);
+            continue;
+        }
+        buf.push(TIMESERIES_LABELS);
+        put_varint(buf, label_body_size(&l.name, &l.value) as u64);
+        put_string_field(buf, LABEL_NAME, &l.name);
+        put_string_field(buf, LABEL_VALUE, &l.value);
+    }
+}
+
+/// Appends one `TimeSeries` whose label fields are already encoded.
+fn put_series(buf: &mut Vec<u8>, label_fields: &[u8], samples: &[model::Sample]) {
+    let body = label_fields.len() + samples.iter().map(|s| len_field(sample_body_size(s))).sum::<usize>();
+    buf.push(WRITE_REQUEST_TIMESERIES);
+    put_varint(buf, body as u64);
+    buf.extend_from_slice(label_fields);
+    for sample in samples {
+        buf.push(TIMESERIES_SAMPLES);
+        // At most 1 + 8 + 1 + 10 bytes: a one-byte length.
+        buf.push(sample_body_size(sample) as u8);
+        if sample.value != 0.0 {
+            buf.push(SAMPLE_VALUE);
+            buf.extend_from_slice(&sample.value.to_bits().to_le_bytes());
+        }
+        if sample.timestamp_ms != 0 {
+            buf.push(SAMPLE_TIMESTAMP);
+            put_varint(buf, sample.timestamp_ms as u64);
+        }
+    }
+}
+
+/// `labels` with each of `external` whose name it lacks, as Prometheus adds
+/// `external_labels` (a label of the series wins over an external one).
+pub fn with_external(labels: &Labels, external: &[model::Label]) -> Labels {
+    if external.iter().all(|e| labels.get(&e.name).is_some()) {
+        return labels.clone();
+    }
+    let mut v: Vec<model::Label> = labels.iter().cloned().collect();
+    v.extend(external.iter().filter(|e| labels.get(&e.name).is_none()).cloned());
+    Labels::from_vec(v)
+}
+
+/// The encoded label fields of long-lived label sets: from one request to
+/// the next only a series' samples change, so its labels are encoded once.
+/// Keyed by the set's address; each entry holds a clone of the set, so the
+/// address cannot be reused while the entry lives. Only a set that is
+/// [shared](Labels::is_shared) when first encoded is kept (a receiver's
+/// scrape cache holds the sets of its live series; a set built for one
+/// batch, or read back from a disk queue, is not worth keeping). An entry
+/// whose set is no longer shared belongs to a series that is gone, and is
+/// swept once the table has doubled since the last sweep.
+#[derive(Default)]
+struct LabelBlocks {
+    map: rustc_hash::FxHashMap<usize, (Labels, Box<[u8]>)>,
+    after_sweep: usize,
+}
+
+impl LabelBlocks {
+    fn sweep_if_grown(&mut self) {
+        if self.map.len() > 2 * self.after_sweep + 1024 {
+            self.map.retain(|_, (l, _)| l.is_shared());
+            self.after_sweep = self.map.len();
+        }
+    }
+}
+
 /// Buffers larger than this are shrunk when a request needed under a quarter
 /// of them; below it they are kept whatever their use, to avoid reallocating.
 pub const SHRINK_ABOVE: usize = 1 << 20;
@@ -296,6 +372,10 @@ pub struct Encoder {
     snappy: snap::raw::Encoder,
     /// Offsets in `raw` where each series of the last chunked encode ends.
     ends: Vec<usize>,
+    /// Added to every series' labels (see [`Encoder::with_external_labels`]).
+    external: Vec<model::Label>,
+    blocks: LabelBlocks,
+    scratch: Vec<u8>,
 }
 
 impl std::fmt::Debug for Encoder {
@@ -321,6 +401,42 @@ impl Encoder {
             compressed_len: 0,
             snappy: snap::raw::Encoder::new(),
             ends: Vec::new(),
+            external: Vec::new(),
+            blocks: LabelBlocks::default(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// An encoder that adds `external` to every series' labels (each one a
+    /// series lacks), as Prometheus adds `external_labels`.
+    pub fn with_external_labels(external: Vec<model::Label>) -> Self {
+        Encoder { external, ..Encoder::new() }
+    }
+
+    /// How many label sets have their encoding kept.
+    pub fn cached_label_sets(&self) -> usize {
+        self.blocks.map.len()
+    }
+
+    /// Appends the `TimeSeries` of `s` to `raw`: its label fields from the
+    /// cache, or encoded (with the external labels) and kept when its set
+    /// is shared.
+    fn put(&mut self, s: &Series) {
+        if let Some((l, block)) = self.blocks.map.get(&s.labels.addr())
+            && Labels::ptr_eq(l, &s.labels)
+        {
+            put_series(&mut self.raw, block, &s.samples);
+            return;
+        }
+        self.scratch.clear();
+        if self.external.is_empty() {
+            put_label_fields(&mut self.scratch, &s.labels);
+        } else {
+            put_label_fields(&mut self.scratch, &with_external(&s.labels, &self.external));
+        }
+        put_series(&mut self.raw, &self.scratch, &s.samples);
+        if s.labels.is_shared() {
+            self.blocks.map.insert(s.labels.addr(), (s.labels.clone(), self.scratch.as_slice().into()));
         }
     }
 
@@ -341,7 +457,11 @@ impl Encoder {
     /// Like [`Encoder::encode`], returning an error instead of panicking.
     pub fn try_encode(&mut self, series: &[Series], metadata: &[Metadata]) -> Result<&[u8], EncodeError> {
         self.raw.clear();
-        encode_protobuf(&mut self.raw, series, metadata);
+        for s in series {
+            self.put(s);
+        }
+        self.blocks.sweep_if_grown();
+        encode_protobuf(&mut self.raw, &[], metadata);
         let end = self.raw.len();
         self.compress(0..end)?;
         self.settle();
@@ -386,9 +506,10 @@ impl Encoder {
         encode_protobuf(&mut self.raw, &[], metadata);
         let meta_end = self.raw.len();
         for s in series {
-            encode_protobuf(&mut self.raw, std::slice::from_ref(s), &[]);
+            self.put(s);
             self.ends.push(self.raw.len());
         }
+        self.blocks.sweep_if_grown();
         let mut first = 0; // index of the first series of the current body
         let mut start = 0; // its byte offset (0 for the first body: metadata included)
         let mut i = 0;

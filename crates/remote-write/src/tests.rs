@@ -221,3 +221,63 @@ fn chunked_encoding_cuts_at_series_boundaries() {
     .unwrap();
     assert_eq!(n, 1);
 }
+
+/// The label fields of a live series are encoded once and reused; the bytes
+/// are what prost writes for the same series with the external labels added
+/// (the reference encoding), on the first request and on every later one,
+/// and an entry goes once its series is gone.
+#[test]
+fn label_blocks_are_reused_and_byte_identical_to_prost() {
+    use crate::{Encoder, to_write_request, with_external};
+    use infertel_model::{Label, Labels, Sample, Series};
+    use prost::Message;
+    // What a receiver's cache holds: the live series' label sets.
+    let live: Vec<Labels> = (0..3000)
+        .map(|i| {
+            Labels::from_pairs([
+                ("__name__", "vllm:num_requests_running"),
+                ("engine", &format!("{}", i % 2)),
+                ("instance", &format!("10.0.0.{}:8000", i % 200)),
+                ("zone", if i % 3 == 0 { "a" } else { "" }),
+                ("model_name", "Qwen/Qwen2.5-3B-Instruct"),
+                ("i", &format!("{i}")),
+            ])
+        })
+        .collect();
+    let external = vec![Label::new("cluster", "c1"), Label::new("zone", "ext")];
+    let mut enc = Encoder::with_external_labels(external.clone());
+    for round in 0..3i64 {
+        let series: Vec<Series> = live
+            .iter()
+            .map(|l| Series {
+                labels: l.clone(),
+                samples: vec![Sample { timestamp_ms: 1_700_000_000_000 + round * 15_000, value: round as f64 - 0.5 }],
+            })
+            .collect();
+        // A series built for this batch only (not shared): encoded, not kept.
+        let mut with_one_off = series.clone();
+        with_one_off.push(Series {
+            labels: Labels::from_pairs([("__name__", "derived"), ("x", "y")]),
+            samples: vec![Sample { timestamp_ms: 5, value: 1.0 }],
+        });
+        let body = enc.encode(&with_one_off, &[]).to_vec();
+        let reference: Vec<Series> = with_one_off
+            .iter()
+            .map(|s| Series { labels: with_external(&s.labels, &external), samples: s.samples.clone() })
+            .collect();
+        let want = to_write_request(&reference, &[]).encode_to_vec();
+        assert_eq!(snap::raw::Decoder::new().decompress_vec(&body).unwrap(), want, "round {round}");
+        assert_eq!(enc.cached_label_sets(), live.len(), "round {round}");
+    }
+    // Series that are gone (the receiver dropped their sets) are swept once
+    // the table has grown enough.
+    drop(live);
+    let fresh: Vec<Labels> =
+        (0..8000).map(|i| Labels::from_pairs([("__name__", "n"), ("i", &format!("{i}"))])).collect();
+    let series: Vec<Series> = fresh
+        .iter()
+        .map(|l| Series { labels: l.clone(), samples: vec![Sample { timestamp_ms: 1, value: 1.0 }] })
+        .collect();
+    enc.encode(&series, &[]);
+    assert_eq!(enc.cached_label_sets(), fresh.len());
+}

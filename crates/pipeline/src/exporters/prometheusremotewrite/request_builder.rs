@@ -3,7 +3,7 @@
 //! `send_metadata` is on (each family at most once a minute), and encodes
 //! with the reusable remote-write encoder (protobuf + snappy block format).
 
-use infertel_model::{Label, Labels, Metadata, Series};
+use infertel_model::{Label, Metadata, Series};
 use infertel_remote_write::Encoder;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,7 +18,8 @@ pub struct Request {
     pub range: std::ops::Range<usize>,
 }
 
-/// Requests and the series they were encoded from (external labels added).
+/// Requests and the series they were encoded from (the encoder adds the
+/// external labels; these are as they came).
 pub struct Built {
     pub series: Vec<Series>,
     pub requests: Vec<Request>,
@@ -27,7 +28,7 @@ pub struct Built {
 pub struct RequestBuilder {
     max_bytes: usize,
     send_metadata: bool,
-    external: Vec<Label>,
+    /// Adds the external labels, and keeps each live series' encoded labels.
     encoder: Encoder,
     metadata_sent: HashMap<Arc<str>, (Metadata, Instant)>,
 }
@@ -36,7 +37,12 @@ const METADATA_EVERY: Duration = Duration::from_secs(60);
 
 impl RequestBuilder {
     pub fn new(max_bytes: usize, send_metadata: bool, external: Vec<Label>) -> Self {
-        RequestBuilder { max_bytes, send_metadata, external, encoder: Encoder::new(), metadata_sent: HashMap::new() }
+        RequestBuilder {
+            max_bytes,
+            send_metadata,
+            encoder: Encoder::with_external_labels(external),
+            metadata_sent: HashMap::new(),
+        }
     }
 
     fn fresh_metadata(&mut self, metadata: &[Metadata]) -> Vec<Metadata> {
@@ -58,28 +64,9 @@ impl RequestBuilder {
         out
     }
 
-    fn with_external(&self, series: Vec<Series>) -> Vec<Series> {
-        if self.external.is_empty() {
-            return series;
-        }
-        series
-            .into_iter()
-            .map(|mut s| {
-                let missing: Vec<&Label> = self.external.iter().filter(|e| s.labels.get(&e.name).is_none()).collect();
-                if !missing.is_empty() {
-                    let mut v: Vec<Label> = s.labels.iter().cloned().collect();
-                    v.extend(missing.into_iter().cloned());
-                    s.labels = Labels::from_vec(v);
-                }
-                s
-            })
-            .collect()
-    }
-
     /// Encodes `series` into one or more requests. The error (a series too
     /// large for a snappy block, over 4 GiB) carries the samples lost.
     pub fn build(&mut self, series: Vec<Series>, metadata: &[Metadata]) -> Result<Built, (usize, String)> {
-        let series = self.with_external(series);
         let meta = self.fresh_metadata(metadata);
         let mut out = Vec::new();
         let r = self.encoder.encode_chunked(&series, &meta, self.max_bytes, |range, body| {
@@ -108,6 +95,7 @@ impl RequestBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use infertel_model::Labels;
     use infertel_model::{MetricType, Sample};
     use infertel_remote_write::series_size;
 

@@ -43,6 +43,12 @@ struct CacheEntry {
     last_ts: i64,
 }
 
+/// A raw series key's entry (see `SeriesCache::by_raw`).
+struct RawEntry {
+    key: u128,
+    seen: u64,
+}
+
 /// What one scrape produced (before report series).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct ScrapeStats {
@@ -72,6 +78,14 @@ pub struct SeriesCache {
     /// a collision is found once, when a series first appears, instead of
     /// hashing every sample's labels on every scrape.
     owners: FxHashMap<Labels, u128>,
+    /// The scrape cache's shortcut, as Prometheus keys its own: from the raw
+    /// series text of a 0.0.4 line (its [`series_key`]) to the entry's key,
+    /// so a line seen before has only its value parsed. Each raw key was
+    /// seen on the last successful scrape, so its entry exists; two
+    /// spellings of one series (label order, blanks) share the entry.
+    ///
+    /// [`series_key`]: infertel_exposition::series_key
+    by_raw: FxHashMap<u128, RawEntry>,
     /// Reused buffer for building the key.
     scratch: Vec<u8>,
     scrape_id: u64,
@@ -123,6 +137,7 @@ impl SeriesCache {
         let out = self.markers_for_last_scrape(ts);
         self.entries.clear();
         self.owners.clear();
+        self.by_raw.clear();
         out
     }
 }
@@ -212,15 +227,38 @@ pub fn build_series(
     });
     let format =
         if !known && job.fallback_openmetrics { Format::OpenMetrics } else { Format::from_content_type(content_type) };
+    let id = cache.scrape_id + 1;
+    let tracing = job.status.tracer.active();
+    // Lines seen before have only their values parsed; not while a trace is
+    // open (it reports every sample's labels as scraped).
+    let by_raw = &mut cache.by_raw;
+    let mut known = |k: u128| {
+        by_raw.get_mut(&k).map(|e| {
+            e.seen = id;
+            e.key
+        })
+    };
+    fn parse<'a>(
+        body: &'a [u8],
+        format: Format,
+        tracing: bool,
+        known: &mut dyn FnMut(u128) -> Option<u128>,
+    ) -> Result<infertel_exposition::Exposition<'a>, infertel_exposition::ParseError> {
+        if tracing {
+            infertel_exposition::parse_as_prometheus(body, format)
+        } else {
+            infertel_exposition::parse_as_prometheus_known(body, format, known)
+        }
+    }
     // A parse error fails the scrape after what came before the bad line
     // was read, as Prometheus appends line by line: the counts report it.
     let prefix: Vec<u8>;
-    let (exp, parse_error) = match infertel_exposition::parse_as_prometheus(body, format) {
+    let (exp, parse_error) = match parse(body, format, tracing, &mut known) {
         Ok(exp) => (exp, None),
         Err(e) => {
             prefix = readable_prefix(body, e.line, format);
             let failure = fail("parse", format!("parse error: {e}"));
-            match infertel_exposition::parse_as_prometheus(&prefix, format) {
+            match parse(&prefix, format, tracing, &mut known) {
                 Ok(exp) => (exp, Some(failure)),
                 Err(_) => return Err(failure),
             }
@@ -231,25 +269,42 @@ pub fn build_series(
     {
         return Err(fail("timeout", "scrape timed out while parsing the body (parsing counts against scrape_timeout)"));
     }
-    let id = cache.scrape_id + 1;
     let mut stats = ScrapeStats { scraped: exp.samples.len() as u64, ..Default::default() };
     let check_collisions = !job.metric_relabel.is_empty();
-    let tracing = job.status.tracer.active();
     let start_len = out.len();
     let mut failure: Option<ScrapeFailure> = None;
     let mut over_limit = false;
     for (i, s) in exp.samples.iter().enumerate() {
         let raw = exp.labels(s);
-        let scratch = &mut cache.scratch;
-        scratch.clear();
-        scratch.extend_from_slice(s.name.as_bytes());
-        for (n, v) in raw {
-            scratch.push(0xff);
-            scratch.extend_from_slice(n.as_bytes());
-            scratch.push(0xfe);
-            scratch.extend_from_slice(v.as_bytes());
+        let key = match s.known {
+            Some(key) => key,
+            None => {
+                // The series' identity: name and labels in name order, so
+                // two spellings of one series (label order, blanks) are one
+                // entry, as Prometheus tracks a series by its label set.
+                let scratch = &mut cache.scratch;
+                scratch.clear();
+                scratch.extend_from_slice(s.name.as_bytes());
+                let mut sorted: Vec<_> = raw.iter().collect();
+                sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                for (n, v) in sorted {
+                    scratch.push(0xff);
+                    scratch.extend_from_slice(n.as_bytes());
+                    scratch.push(0xfe);
+                    scratch.extend_from_slice(v.as_bytes());
+                }
+                xxhash_rust::xxh3::xxh3_128(scratch)
+            }
+        };
+        if s.known.is_some() && !cache.entries.contains_key(&key) {
+            // Cannot happen (a raw key is kept only while its entry is);
+            // if it did, the labels were not parsed: start the cache over.
+            cache.by_raw.clear();
+            return Err(fail(
+                "parse",
+                "internal: the scrape cache lost a series; the next scrape reads the body in full",
+            ));
         }
-        let key = xxhash_rust::xxh3::xxh3_128(scratch);
         let explicit_ts = job.honor_timestamps && s.timestamp_ms.is_some();
         let sample_ts = if explicit_ts { s.timestamp_ms.unwrap_or(ts) } else { ts };
         // (labels, new to the cache, shadowed, already forwarded this scrape at ts)
@@ -293,6 +348,11 @@ pub fn build_series(
                 (labels, true, shadowed, false, i64::MIN)
             }
         };
+        if s.known.is_none()
+            && let Some(raw_key) = s.raw_key
+        {
+            cache.by_raw.insert(raw_key, RawEntry { key, seen: id });
+        }
         // Someone traces this series (the status page): note its fate.
         let watched = if tracing { watch(&s.name, raw, target, job, labels.as_ref()) } else { None };
         let note = |fate: ScrapeFate, out: Option<&Labels>| {
@@ -372,6 +432,8 @@ pub fn build_series(
         }
         false
     });
+    // Raw keys not seen this scrape go (their entries may have gone too).
+    cache.by_raw.retain(|_, e| e.seen == id);
     if freed {
         // A series that shadowed the one that went away takes its place
         // from the next scrape on. (Rare: it needs relabeling that makes two
@@ -632,6 +694,56 @@ mod tests {
         // The cache still knows both: the next scrape adds nothing.
         let (_, st) = scrape("a 1\nb 2\n", 3000, &j, &mut c).unwrap();
         assert_eq!(st.series_added, 0, "no spike after a failed scrape");
+    }
+
+    #[test]
+    fn a_series_spelled_another_way_is_the_same_series() {
+        // Labels reordered, blanks added: new raw bytes, the same series. As
+        // in Prometheus (staleness by label set), no marker, nothing added,
+        // and the same interned labels.
+        let (j, mut c) = (job(""), SeriesCache::default());
+        let (first, _) = scrape("a{x=\"1\",y=\"2\"} 1\nb 1\n", 1000, &j, &mut c).unwrap();
+        let (out, st) = scrape("a {y=\"2\", x=\"1\"} 2\nb 2\n", 2000, &j, &mut c).unwrap();
+        assert_eq!(st.series_added, 0);
+        assert_eq!(out.len(), 2, "{:?}", names(&out));
+        assert!(!out.iter().any(|s| is_stale_nan(s.samples[0].value)));
+        assert!(Labels::ptr_eq(&first[0].labels, &out[0].labels));
+        assert_eq!(out[0].samples[0].value, 2.0);
+        // Both spellings in one body: the second is a duplicate.
+        let (out, st) = scrape("a{x=\"1\",y=\"2\"} 3\na {y=\"2\", x=\"1\"} 4\nb 3\n", 3000, &j, &mut c).unwrap();
+        assert_eq!((out.len(), st.duplicates), (2, 1));
+        assert_eq!(out[0].samples[0].value, 3.0);
+        // The raw keys of spellings no longer sent are forgotten.
+        scrape("a{x=\"1\",y=\"2\"} 5\n", 4000, &j, &mut c).unwrap();
+        assert_eq!((c.len(), c.by_raw.len()), (1, 1));
+    }
+
+    #[test]
+    fn the_shortcut_gives_what_a_full_read_gives_over_scrapes() {
+        // A second scrape reads values only; a third, with new values, a
+        // raw newline in a label value, escapes and a `}` in a value, must
+        // forward what a fresh cache (full reads only) forwards.
+        let body = |v: u32| {
+            format!(
+                "# TYPE h histogram\nh_bucket{{le=\"1\"}} {v}\nh_bucket{{le=\"+Inf\"}} {v}\nh_sum {v}.5\nh_count {v}\n\
+                 e{{p=\"a\\\"}}\\\\\",q=\"}}\"}} {v}\nn{{v=\"two\nlines\"}} {v}\nt\t{v} {v}000\n"
+            )
+        };
+        let (j, mut warm) = (job(""), SeriesCache::default());
+        for (i, ts) in [1000, 2000, 3000].into_iter().enumerate() {
+            let (hot, hs) = scrape(&body(i as u32 + 1), ts, &j, &mut warm).unwrap();
+            let (cold, mut cs) = scrape(&body(i as u32 + 1), ts, &j, &mut SeriesCache::default()).unwrap();
+            cs.series_added = hs.series_added;
+            assert_eq!(hs, cs);
+            assert_eq!(names(&hot), names(&cold));
+            let values =
+                |v: &[Series]| v.iter().map(|s| (s.samples[0].value, s.samples[0].timestamp_ms)).collect::<Vec<_>>();
+            assert_eq!(values(&hot), values(&cold));
+            assert_eq!(hot.len(), 7, "{:?}", names(&hot));
+        }
+        // The lines that can take the shortcut did (all but the one with a
+        // newline in a value).
+        assert_eq!(warm.by_raw.len(), 6);
     }
 
     #[test]

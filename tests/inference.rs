@@ -364,11 +364,11 @@ fn failed_scrape_rates_against_prometheus() {
     let values = [1000.0, 1500.0, stale_nan(), 2500.0, 3000.0];
     let samples: Vec<Sample> =
         values.iter().enumerate().map(|(k, v)| Sample { timestamp_ms: t0 + 15_000 * k as i64, value: *v }).collect();
-    post_remote_write(&prom.write_url(), &[Series { labels: labels.clone(), samples: samples.clone() }]);
+    post_remote_write(&prom.write_url(), &[Series { labels: labels.clone(), samples: samples.clone().into() }]);
     let mut engine = Engine::new(Settings::default());
     let key = TargetKey { job: "vllm".into(), instance: "a:8000".into() };
     for (k, s) in samples.iter().enumerate() {
-        engine.ingest(&[Series { labels: labels.clone(), samples: vec![*s] }]);
+        engine.ingest(&[Series { labels: labels.clone(), samples: infertel_model::samples![*s] }]);
         if k < 2 {
             continue;
         }
@@ -429,7 +429,10 @@ fn fleet_figures_equal_promql_over_replicas() {
                 if let Some(le) = le {
                     l.push(("le", le));
                 }
-                Series { labels: Labels::from_pairs(l), samples: vec![Sample { timestamp_ms: t, value: v }] }
+                Series {
+                    labels: Labels::from_pairs(l),
+                    samples: infertel_model::samples![Sample { timestamp_ms: t, value: v }],
+                }
             };
             let base = 1.0e6;
             let f = k as f64;
@@ -523,7 +526,7 @@ fn documented_differences_from_promql_pinned() {
     let ours = |s: &Series| {
         let mut e = Engine::new(Settings::default());
         for x in &s.samples {
-            e.ingest(&[Series { labels: s.labels.clone(), samples: vec![*x] }]);
+            e.ingest(&[Series { labels: s.labels.clone(), samples: infertel_model::samples![*x] }]);
         }
         let key = TargetKey { job: "vllm".into(), instance: s.labels.get("instance").unwrap().to_string() };
         e.evaluate(&key, t).derived.iter().find(|d| d.name == "infertel_generation_tokens_per_second").unwrap().value

@@ -15,7 +15,7 @@ pub fn series_from_text(body: &str, ts_ms: i64, job: &str, instance: &str) -> Re
         v.push(Label::new("instance", instance));
         out.push(Series {
             labels: Labels::from_vec(v),
-            samples: vec![Sample { timestamp_ms: s.timestamp_ms.unwrap_or(ts_ms), value: s.value }],
+            samples: infertel_model::samples![Sample { timestamp_ms: s.timestamp_ms.unwrap_or(ts_ms), value: s.value }],
         });
     }
     Ok(out)
@@ -27,7 +27,7 @@ pub fn stale_all(previous: &[Series], ts_ms: i64) -> Vec<Series> {
         .iter()
         .map(|s| Series {
             labels: s.labels.clone(),
-            samples: vec![Sample { timestamp_ms: ts_ms, value: infertel_model::stale_nan() }],
+            samples: infertel_model::samples![Sample { timestamp_ms: ts_ms, value: infertel_model::stale_nan() }],
         })
         .collect()
 }

@@ -15,7 +15,7 @@ fn scrape(instance: &str, ts: i64) -> Vec<Series> {
                 ("instance", instance),
                 ("model_name", "m"),
             ]),
-            samples: vec![Sample { timestamp_ms: ts, value: 1.0 }],
+            samples: infertel_model::samples![Sample { timestamp_ms: ts, value: 1.0 }],
         })
         .collect()
 }

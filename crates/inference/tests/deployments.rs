@@ -26,7 +26,7 @@ fn jitter_never_repeats_two_minutes_later() {
 fn series(name: &str, labels: &[(&str, &str)], t: i64, v: f64) -> Series {
     let mut l: Vec<(&str, &str)> = labels.to_vec();
     l.push(("__name__", name));
-    Series { labels: Labels::from_pairs(l), samples: vec![Sample { timestamp_ms: t, value: v }] }
+    Series { labels: Labels::from_pairs(l), samples: infertel_model::samples![Sample { timestamp_ms: t, value: v }] }
 }
 
 fn value(ev: &Evaluation, name: &str, label: &[(&str, &str)]) -> Option<f64> {

@@ -251,7 +251,10 @@ fn target_that_disappears_gets_stale_derived_series() {
             ("instance", "10.0.1.23:8000"),
             ("job", "vllm"),
         ]),
-        samples: vec![infertel_model::Sample { timestamp_ms: T0 + MIN + 15_000, value: infertel_model::stale_nan() }],
+        samples: infertel_model::samples![infertel_model::Sample {
+            timestamp_ms: T0 + MIN + 15_000,
+            value: infertel_model::stale_nan()
+        }],
     });
     e.ingest(&markers);
     assert!(e.due(&vkey(), T0 + MIN + 15_000, 60_000), "a target that went away is evaluated at once");

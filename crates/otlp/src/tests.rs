@@ -14,7 +14,10 @@ fn scrape(text: &str, ts_ms: i64) -> (Vec<Series>, Vec<Metadata>) {
             l.push(Label::new(METRIC_NAME, &*s.name));
             l.push(Label::new("job", "vllm"));
             l.push(Label::new("instance", "10.0.0.1:8000"));
-            Series { labels: Labels::from_vec(l), samples: vec![Sample { timestamp_ms: ts_ms, value: s.value }] }
+            Series {
+                labels: Labels::from_vec(l),
+                samples: infertel_model::samples![Sample { timestamp_ms: ts_ms, value: s.value }],
+            }
         })
         .collect();
     let md = exp
@@ -175,7 +178,10 @@ fn histogram_rules_no_count_dropped_no_sum_unset_stale_flagged() {
     let stale: Vec<Series> = s
         .iter()
         .filter(|x| x.labels.metric_name().starts_with("h_"))
-        .map(|x| Series { labels: x.labels.clone(), samples: vec![Sample { timestamp_ms: 2000, value: stale_nan() }] })
+        .map(|x| Series {
+            labels: x.labels.clone(),
+            samples: infertel_model::samples![Sample { timestamp_ms: 2000, value: stale_nan() }],
+        })
         .collect();
     let req = c.convert(&stale, &st, &TargetInfo::default()).unwrap();
     let Some(D::Histogram(h)) = &find(&req, "h").data else { panic!() };

@@ -55,16 +55,15 @@ fn bench(c: &mut Criterion) {
     });
     // The scrape cache's shortcut: every line known (a steady-state scrape)
     // against none known (a target's first scrape).
-    let keys: std::collections::HashSet<u128> = infertel_exposition::parse_as_prometheus_known(
-        BODY,
-        infertel_exposition::Format::PrometheusText,
-        &mut |_| None,
-    )
-    .expect("fixture")
-    .samples
-    .iter()
-    .filter_map(|s| s.raw_key)
-    .collect();
+    let keys: std::collections::HashSet<u128> =
+        infertel_exposition::parse_as_prometheus_known(BODY, infertel_exposition::Format::PrometheusText, &mut |_| {
+            None
+        })
+        .expect("fixture")
+        .samples
+        .iter()
+        .filter_map(|s| s.raw_key)
+        .collect();
     g.bench_function("parse_cache_hit", |b| {
         b.iter(|| {
             infertel_exposition::parse_as_prometheus_known(

@@ -15,7 +15,10 @@ fn fixture() -> Vec<Series> {
             }
             Series {
                 labels: Labels::from_vec(labels),
-                samples: vec![Sample { timestamp_ms: 1_700_000_000_000 + i as i64, value: i as f64 * 1.5 }],
+                samples: infertel_model::samples![Sample {
+                    timestamp_ms: 1_700_000_000_000 + i as i64,
+                    value: i as f64 * 1.5
+                }],
             }
         })
         .collect()

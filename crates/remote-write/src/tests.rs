@@ -185,7 +185,7 @@ fn chunked_encoding_cuts_at_series_boundaries() {
     let series: Vec<Series> = (0..50)
         .map(|i| Series {
             labels: Labels::from_pairs([("__name__", "x"), ("i", &format!("{i:04}"))]),
-            samples: vec![Sample { timestamp_ms: 7 + i, value: i as f64 + 0.5 }],
+            samples: infertel_model::samples![Sample { timestamp_ms: 7 + i, value: i as f64 + 0.5 }],
         })
         .collect();
     let meta = vec![Metadata { family: "x".into(), kind: MetricType::Gauge, help: "h".into(), unit: "".into() }];
@@ -251,14 +251,17 @@ fn label_blocks_are_reused_and_byte_identical_to_prost() {
             .iter()
             .map(|l| Series {
                 labels: l.clone(),
-                samples: vec![Sample { timestamp_ms: 1_700_000_000_000 + round * 15_000, value: round as f64 - 0.5 }],
+                samples: infertel_model::samples![Sample {
+                    timestamp_ms: 1_700_000_000_000 + round * 15_000,
+                    value: round as f64 - 0.5
+                }],
             })
             .collect();
         // A series built for this batch only (not shared): encoded, not kept.
         let mut with_one_off = series.clone();
         with_one_off.push(Series {
             labels: Labels::from_pairs([("__name__", "derived"), ("x", "y")]),
-            samples: vec![Sample { timestamp_ms: 5, value: 1.0 }],
+            samples: infertel_model::samples![Sample { timestamp_ms: 5, value: 1.0 }],
         });
         let body = enc.encode(&with_one_off, &[]).to_vec();
         let reference: Vec<Series> = with_one_off
@@ -276,7 +279,10 @@ fn label_blocks_are_reused_and_byte_identical_to_prost() {
         (0..8000).map(|i| Labels::from_pairs([("__name__", "n"), ("i", &format!("{i}"))])).collect();
     let series: Vec<Series> = fresh
         .iter()
-        .map(|l| Series { labels: l.clone(), samples: vec![Sample { timestamp_ms: 1, value: 1.0 }] })
+        .map(|l| Series {
+            labels: l.clone(),
+            samples: infertel_model::samples![Sample { timestamp_ms: 1, value: 1.0 }],
+        })
         .collect();
     enc.encode(&series, &[]);
     assert_eq!(enc.cached_label_sets(), fresh.len());

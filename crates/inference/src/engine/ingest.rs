@@ -513,7 +513,10 @@ mod tests {
                     .iter()
                     .map(|&i| Series {
                         labels: if fresh { labels(i) } else { interned[i].clone() },
-                        samples: vec![Sample { timestamp_ms: t, value: (k * (i as i64 + 1)) as f64 }],
+                        samples: infertel_model::samples![Sample {
+                            timestamp_ms: t,
+                            value: (k * (i as i64 + 1)) as f64
+                        }],
                     })
                     .collect();
                 let touched = e.ingest(&batch);

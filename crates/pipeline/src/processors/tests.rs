@@ -28,7 +28,7 @@ impl Capture {
 fn series(pairs: &[(&str, &str)], v: f64) -> Series {
     Series {
         labels: Labels::from_pairs(pairs.iter().copied()),
-        samples: vec![Sample { timestamp_ms: 1_000, value: v }],
+        samples: infertel_model::samples![Sample { timestamp_ms: 1_000, value: v }],
     }
 }
 

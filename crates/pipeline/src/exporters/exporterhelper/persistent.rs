@@ -193,7 +193,7 @@ pub fn decode(payload: &[u8]) -> io::Result<(Batch, Naming)> {
             labels.push(Label::new(name, value));
         }
         let ns = r.u32()? as usize;
-        let mut samples = Vec::with_capacity(ns.min(1 << 20));
+        let mut samples = infertel_model::Samples::with_capacity(ns.min(1 << 20));
         for _ in 0..ns {
             let timestamp_ms = r.u64()? as i64;
             let value = f64::from_bits(r.u64()?);
@@ -346,14 +346,14 @@ mod tests {
             series: vec![
                 Series {
                     labels: Labels::from_pairs([("__name__", "up"), ("job", "a")]),
-                    samples: vec![
+                    samples: infertel_model::samples![
                         Sample { timestamp_ms: 1, value: 1.0 },
                         Sample { timestamp_ms: 2, value: infertel_model::stale_nan() },
                     ],
                 },
                 Series {
                     labels: Labels::from_pairs([("__name__", "x_total"), ("le", "+Inf")]),
-                    samples: vec![Sample { timestamp_ms: -5, value: -0.5 }],
+                    samples: infertel_model::samples![Sample { timestamp_ms: -5, value: -0.5 }],
                 },
             ],
             metadata: vec![Metadata {

@@ -1026,7 +1026,7 @@ mod tests {
         let series = (0..samples)
             .map(|i| Series {
                 labels: Labels::from_pairs([("__name__", "x"), ("i", &i.to_string())]),
-                samples: vec![Sample { timestamp_ms: 1, value: 1.0 }],
+                samples: infertel_model::samples![Sample { timestamp_ms: 1, value: 1.0 }],
             })
             .collect();
         Item { batch: Batch { series, metadata: Vec::new() }, naming }

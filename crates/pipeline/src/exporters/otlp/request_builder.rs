@@ -77,7 +77,10 @@ impl Shared {
                 l.extend(attrs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
                 out.series.push(infertel_model::Series {
                     labels: infertel_model::Labels::from_pairs(l),
-                    samples: vec![infertel_model::Sample { timestamp_ms: SYNTHETIC_TS, value: 1.0 }],
+                    samples: infertel_model::samples![infertel_model::Sample {
+                        timestamp_ms: SYNTHETIC_TS,
+                        value: 1.0
+                    }],
                 });
             }
         }
@@ -134,7 +137,7 @@ mod tests {
     fn s(labels: &[(&str, &str)], t: i64, v: f64) -> Series {
         Series {
             labels: Labels::from_pairs(labels.iter().copied()),
-            samples: vec![Sample { timestamp_ms: t, value: v }],
+            samples: infertel_model::samples![Sample { timestamp_ms: t, value: v }],
         }
     }
 

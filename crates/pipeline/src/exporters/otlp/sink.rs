@@ -191,7 +191,7 @@ impl<T: Transport> Deliver for OtlpDeliver<T> {
                         ("__name__", "infertel_canary"),
                         ("exporter", self.sender.exporter.as_str()),
                     ]),
-                    samples: vec![infertel_model::Sample { timestamp_ms: now, value: 1.0 }],
+                    samples: infertel_model::samples![infertel_model::Sample { timestamp_ms: now, value: 1.0 }],
                 }],
                 metadata: vec![],
             };

@@ -235,7 +235,7 @@ mod tests {
             l.push(Label::new(METRIC_NAME, &*s.name));
             b.series.push(Series {
                 labels: Labels::from_vec(l),
-                samples: vec![Sample { timestamp_ms: 1_700_000_000_123, value: s.value }],
+                samples: infertel_model::samples![Sample { timestamp_ms: 1_700_000_000_123, value: s.value }],
             });
         }
         b

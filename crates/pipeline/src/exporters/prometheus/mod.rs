@@ -139,7 +139,7 @@ mod tests {
         let a = PrometheusExporter::new("prometheus".into(), cfg(addr.clone(), tls.clone()), &t, true).unwrap();
         let s = Series {
             labels: Labels::from_pairs([("__name__", "x"), ("k", "v")]),
-            samples: vec![Sample { timestamp_ms: 1, value: 2.5 }],
+            samples: infertel_model::samples![Sample { timestamp_ms: 1, value: 2.5 }],
         };
         a.consume(Batch { series: vec![s], metadata: vec![] }).await;
         let c = reqwest::Client::builder().danger_accept_invalid_certs(true).build().unwrap();

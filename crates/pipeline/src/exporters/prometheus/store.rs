@@ -61,7 +61,10 @@ mod tests {
     use infertel_model::{Sample, Series, stale_nan};
 
     fn series(name: &str, v: f64, t: i64) -> Series {
-        Series { labels: Labels::from_pairs([("__name__", name)]), samples: vec![Sample { timestamp_ms: t, value: v }] }
+        Series {
+            labels: Labels::from_pairs([("__name__", name)]),
+            samples: infertel_model::samples![Sample { timestamp_ms: t, value: v }],
+        }
     }
 
     #[test]

@@ -106,7 +106,7 @@ mod tests {
                     ("__name__", "vllm:num_requests_running"),
                     ("pod", &format!("vllm-{i:03}")),
                 ]),
-                samples: vec![Sample { timestamp_ms: 1000 + i as i64, value: i as f64 }],
+                samples: infertel_model::samples![Sample { timestamp_ms: 1000 + i as i64, value: i as f64 }],
             })
             .collect()
     }

@@ -199,7 +199,7 @@ impl Deliver for RemoteWriteDeliver {
                     ("__name__", "infertel_canary"),
                     ("exporter", self.service.exporter.as_str()),
                 ]),
-                samples: vec![infertel_model::Sample { timestamp_ms: now, value: 1.0 }],
+                samples: infertel_model::samples![infertel_model::Sample { timestamp_ms: now, value: 1.0 }],
             };
             let mut b = self.new_state();
             let Ok(built) = b.build(vec![series], &[]) else { return r };
@@ -244,7 +244,7 @@ mod namespace_tests {
         let b = Batch {
             series: vec![Series {
                 labels: Labels::from_pairs([("__name__", "vllm:num_requests_running"), ("job", "vllm")]),
-                samples: vec![Sample { timestamp_ms: 1, value: 2.0 }],
+                samples: infertel_model::samples![Sample { timestamp_ms: 1, value: 2.0 }],
             }],
             metadata: vec![Metadata {
                 family: "vllm:num_requests_running".into(),

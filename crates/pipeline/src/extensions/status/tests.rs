@@ -135,7 +135,7 @@ fn ctx() -> (Ctx, Arc<InferenceProcessor>) {
                 ("job", "vllm"),
                 ("model_name", "m"),
             ]),
-            samples: vec![Sample { timestamp_ms: t, value: v }],
+            samples: infertel_model::samples![Sample { timestamp_ms: t, value: v }],
         };
         p.derive(&Batch {
             series: vec![
@@ -251,7 +251,7 @@ fn the_report_on_the_page_leaves_the_processor_alone() {
                 ("job", "vllm"),
                 ("model_name", "m"),
             ]),
-            samples: vec![Sample { timestamp_ms: t, value: v }],
+            samples: infertel_model::samples![Sample { timestamp_ms: t, value: v }],
         };
         // The target goes away for a while: staleness markers are part of it.
         let series = if (20..25).contains(&i) {

@@ -139,7 +139,7 @@ mod tests {
             series: (0..n)
                 .map(|i| Series {
                     labels: Labels::from_pairs([("__name__", "x"), ("i", &i.to_string())]),
-                    samples: vec![Sample { timestamp_ms: 1, value: 1.0 }],
+                    samples: infertel_model::samples![Sample { timestamp_ms: 1, value: 1.0 }],
                 })
                 .collect(),
             metadata: vec![],

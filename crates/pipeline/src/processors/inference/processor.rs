@@ -22,7 +22,7 @@ pub struct InferenceProcessor {
 fn series(name: &str, labels: &[(String, String)], ts: i64, v: f64) -> Series {
     let mut l: Vec<Label> = labels.iter().map(|(k, x)| Label::new(k.as_str(), x.as_str())).collect();
     l.push(Label::new(METRIC_NAME, name));
-    Series { labels: Labels::from_vec(l), samples: vec![Sample { timestamp_ms: ts, value: v }] }
+    Series { labels: Labels::from_vec(l), samples: infertel_model::samples![Sample { timestamp_ms: ts, value: v }] }
 }
 
 impl InferenceProcessor {
@@ -171,7 +171,7 @@ mod tests {
                 ("job", "vllm"),
                 ("model_name", "m"),
             ]),
-            samples: vec![Sample { timestamp_ms: t, value: v }],
+            samples: infertel_model::samples![Sample { timestamp_ms: t, value: v }],
         };
         Batch {
             series: vec![s("vllm:generation_tokens_total", t as f64 / 10.0), s("vllm:kv_cache_usage_perc", 0.5)],

@@ -418,7 +418,7 @@ mod tests {
         let series = (0..n)
             .map(|i| infertel_model::Series {
                 labels: infertel_model::Labels::from_pairs([("__name__", "x"), ("i", &i.to_string())]),
-                samples: vec![infertel_model::Sample { timestamp_ms: 1, value: 1.0 }],
+                samples: infertel_model::samples![infertel_model::Sample { timestamp_ms: 1, value: 1.0 }],
             })
             .collect();
         Batch { series, metadata: Vec::new() }

@@ -68,7 +68,7 @@ impl Out {
     }
 
     fn push(&mut self, labels: Labels, ts_ms: i64, value: f64) {
-        self.series.push(Series { labels, samples: vec![Sample { timestamp_ms: ts_ms, value }] });
+        self.series.push(Series { labels, samples: infertel_model::samples![Sample { timestamp_ms: ts_ms, value }] });
     }
 
     fn describe(&mut self, family: &str, kind: MetricType, help: &str, unit: &str) {

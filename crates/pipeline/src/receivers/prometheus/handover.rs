@@ -79,7 +79,7 @@ pub fn end_of_target(cache: &mut SeriesCache, target_labels: &Labels, external: 
     {
         series.push(Series {
             labels: report_labels(name, target_labels, external),
-            samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }],
+            samples: infertel_model::samples![Sample { timestamp_ms: ts, value: stale_nan() }],
         });
     }
     Batch { series, metadata: Vec::new() }

@@ -372,7 +372,7 @@ impl ScrapeLoop {
         for (name, v) in report {
             series.push(Series {
                 labels: report_labels(name, &self.target.labels, &self.job.external_labels),
-                samples: vec![Sample { timestamp_ms: ts, value: v }],
+                samples: infertel_model::samples![Sample { timestamp_ms: ts, value: v }],
             });
         }
         Batch { series, metadata }

@@ -117,7 +117,10 @@ impl SeriesCache {
             .values()
             .filter(|e| e.seen == prev && e.track_staleness && !e.shadowed)
             .filter_map(|e| e.out.clone())
-            .map(|labels| Series { labels, samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }] })
+            .map(|labels| Series {
+                labels,
+                samples: infertel_model::samples![Sample { timestamp_ms: ts, value: stale_nan() }],
+            })
             .collect()
     }
 
@@ -395,7 +398,10 @@ pub fn build_series(
         if let Some(e) = cache.entries.get_mut(&key) {
             e.last_ts = sample_ts;
         }
-        out.push(Series { labels, samples: vec![Sample { timestamp_ms: sample_ts, value: s.value }] });
+        out.push(Series {
+            labels,
+            samples: infertel_model::samples![Sample { timestamp_ms: sample_ts, value: s.value }],
+        });
     }
     if failure.is_none() && over_limit {
         failure = Some(fail("sample_limit", format!("sample_limit exceeded: more than {} samples", job.sample_limit)));
@@ -423,7 +429,10 @@ pub fn build_series(
                         t.marked(&who, l, ScrapeFate::Stale);
                     }
                 }
-                out.push(Series { labels: l.clone(), samples: vec![Sample { timestamp_ms: ts, value: stale_nan() }] });
+                out.push(Series {
+                    labels: l.clone(),
+                    samples: infertel_model::samples![Sample { timestamp_ms: ts, value: stale_nan() }],
+                });
             }
             if owners.get(l) == Some(key) {
                 owners.remove(l);

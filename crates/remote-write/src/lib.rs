@@ -342,17 +342,34 @@ pub fn with_external(labels: &Labels, external: &[model::Label]) -> Labels {
 /// batch, or read back from a disk queue, is not worth keeping). An entry
 /// whose set is no longer shared belongs to a series that is gone, and is
 /// swept once the table has doubled since the last sweep.
+///
+/// At most [`LabelBlocks::MAX`] sets are kept per encoder (about 7 MB): the
+/// cache trades memory (a second copy of a series' labels, about 220 bytes)
+/// for CPU, and at a million active series that copy would be a fifth of the
+/// agent's memory. Beyond the cap, series are encoded each time, as before.
 #[derive(Default)]
 struct LabelBlocks {
     map: rustc_hash::FxHashMap<usize, (Labels, Box<[u8]>)>,
     after_sweep: usize,
+    /// Encodes since the last sweep, to sweep a full table now and then
+    /// (series that went away make room for new ones).
+    since_sweep: u32,
 }
 
 impl LabelBlocks {
+    const MAX: usize = 1 << 15;
+
+    fn has_room(&self) -> bool {
+        self.map.len() < Self::MAX
+    }
+
     fn sweep_if_grown(&mut self) {
-        if self.map.len() > 2 * self.after_sweep + 1024 {
+        self.since_sweep += 1;
+        let full = !self.has_room() && self.since_sweep >= 64;
+        if full || self.map.len() > 2 * self.after_sweep + 1024 {
             self.map.retain(|_, (l, _)| l.is_shared());
             self.after_sweep = self.map.len();
+            self.since_sweep = 0;
         }
     }
 }
@@ -435,7 +452,7 @@ impl Encoder {
             put_label_fields(&mut self.scratch, &with_external(&s.labels, &self.external));
         }
         put_series(&mut self.raw, &self.scratch, &s.samples);
-        if s.labels.is_shared() {
+        if s.labels.is_shared() && self.blocks.has_room() {
             self.blocks.map.insert(s.labels.addr(), (s.labels.clone(), self.scratch.as_slice().into()));
         }
     }

@@ -287,3 +287,47 @@ fn label_blocks_are_reused_and_byte_identical_to_prost() {
     enc.encode(&series, &[]);
     assert_eq!(enc.cached_label_sets(), fresh.len());
 }
+
+/// The cache is bounded: past its cap, series are encoded each time (and
+/// still byte-identical); a full table makes room once series go away.
+#[test]
+fn label_blocks_are_bounded_and_make_room_when_series_go() {
+    use crate::{Encoder, to_write_request};
+    use infertel_model::{Labels, Sample, Series};
+    use prost::Message;
+    let make = |from: usize, n: usize| -> Vec<Labels> {
+        (from..from + n).map(|i| Labels::from_pairs([("__name__", "n"), ("i", &format!("{i}"))])).collect()
+    };
+    let batch = |sets: &[Labels]| -> Vec<Series> {
+        sets.iter()
+            .map(|l| Series {
+                labels: l.clone(),
+                samples: infertel_model::samples![Sample { timestamp_ms: 9, value: 2.0 }],
+            })
+            .collect()
+    };
+    let mut enc = Encoder::new();
+    let first = make(0, 40_000);
+    let series = batch(&first);
+    let body = enc.encode(&series, &[]).to_vec();
+    assert_eq!(
+        snap::raw::Decoder::new().decompress_vec(&body).unwrap(),
+        to_write_request(&series, &[]).encode_to_vec()
+    );
+    let kept = enc.cached_label_sets();
+    assert!((30_000..=32_768).contains(&kept), "{kept}");
+    // The first sets go away; new ones come. After enough encodes the
+    // dead entries are swept and the new sets are kept.
+    drop(series);
+    drop(first);
+    let second = make(100_000, 20_000);
+    for _ in 0..70 {
+        let series = batch(&second);
+        let body = enc.encode(&series, &[]).to_vec();
+        assert_eq!(
+            snap::raw::Decoder::new().decompress_vec(&body).unwrap(),
+            to_write_request(&series, &[]).encode_to_vec()
+        );
+    }
+    assert_eq!(enc.cached_label_sets(), second.len());
+}

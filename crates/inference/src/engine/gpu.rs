@@ -80,13 +80,17 @@ impl Gpu<'_> {
 /// The node of a target: its own `node` label (set by discovery relabeling),
 /// else the agent's (`K8S_NODE_NAME`).
 pub(crate) fn target_node(st: &TargetState, settings: &Settings) -> Option<String> {
-    // Target labels are on every series of the target: the first that has
-    // one answers.
-    st.series
-        .values()
-        .flat_map(|m| m.into_iter())
-        .find_map(|(l, _)| l.get("node").map(str::to_string))
-        .or_else(|| settings.node_name.clone())
+    let found = match &st.node {
+        Some(n) => n.clone(),
+        None => scan_node(st),
+    };
+    found.or_else(|| settings.node_name.clone())
+}
+
+/// Target labels are on every series of the target: the first that has a
+/// `node` answers. Kept in `TargetState::node` from one ingest to the next.
+pub(crate) fn scan_node(st: &TargetState) -> Option<String> {
+    st.series.values().flat_map(|m| m.into_iter()).find_map(|(l, _)| l.get("node").map(str::to_string))
 }
 
 /// The per-GPU gauges of a dcgm-exporter target: one value per GPU (or MIG

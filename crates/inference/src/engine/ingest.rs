@@ -77,6 +77,10 @@ pub(crate) struct TargetState {
     pub(crate) gone: bool,
     /// The series of the last scrape, in order (see `ingest`).
     order: Vec<Seen>,
+    /// The `node` label of the target's series, found when a label set is
+    /// added (see `gpu::target_node`): evaluation asks for it once per
+    /// target per target evaluated, which scanned every series each time.
+    pub(crate) node: Option<Option<String>>,
 }
 
 impl Default for TargetState {
@@ -91,6 +95,7 @@ impl Default for TargetState {
             evaluated_ms: i64::MIN,
             gone: false,
             order: Vec::new(),
+            node: None,
         }
     }
 }
@@ -418,6 +423,9 @@ impl Engine {
                 for (w, s) in a.kept {
                     let cutoff = if w.long { long_cutoff } else { short_cutoff };
                     let by_labels = st.series.entry(WireName(w.name)).or_default();
+                    if !by_labels.0.contains_key(&s.labels.addr()) {
+                        st.node = None;
+                    }
                     let v = by_labels.samples_mut(&s.labels);
                     for x in &s.samples {
                         if !is_stale_nan(x.value) && v.last().is_none_or(|l| x.timestamp_ms > l.timestamp_ms) {
@@ -434,6 +442,9 @@ impl Engine {
                             v.drain(..expired);
                         }
                     }
+                }
+                if st.node.is_none() {
+                    st.node = Some(super::gpu::scan_node(st));
                 }
             } else if let Some(st) = self.targets.get_mut(&key) {
                 st.newest_ms = st.newest_ms.max(a.newest);

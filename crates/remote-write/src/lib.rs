@@ -88,44 +88,6 @@ fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
     buf.push(v as u8);
 }
 
-/// Writes into a slice sized exactly for what is written.
-struct Out<'a> {
-    buf: &'a mut [u8],
-    pos: usize,
-}
-
-impl Out<'_> {
-    #[inline]
-    fn byte(&mut self, b: u8) {
-        self.buf[self.pos] = b;
-        self.pos += 1;
-    }
-
-    #[inline]
-    fn varint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.byte((v as u8) | 0x80);
-            v >>= 7;
-        }
-        self.byte(v as u8);
-    }
-
-    #[inline]
-    fn bytes(&mut self, b: &[u8]) {
-        self.buf[self.pos..self.pos + b.len()].copy_from_slice(b);
-        self.pos += b.len();
-    }
-
-    #[inline]
-    fn string_field(&mut self, key: u8, s: &str) {
-        if !s.is_empty() {
-            self.byte(key);
-            self.varint(s.len() as u64);
-            self.bytes(s.as_bytes());
-        }
-    }
-}
-
 /// Size of a length-delimited field with a one-byte key and `len` bytes of body.
 #[inline]
 fn len_field(len: usize) -> usize {
@@ -223,49 +185,11 @@ pub fn encoded_size_hint(series: &[Series], metadata: &[Metadata]) -> usize {
 pub fn encode_protobuf(buf: &mut Vec<u8>, series: &[Series], metadata: &[Metadata]) {
     // No up-front `reserve(encoded_size_hint(..))`: that is a full extra pass,
     // and the Encoder's buffer keeps its capacity between calls anyway.
+    let mut fields = Vec::new();
     for s in series {
-        // The exact size is known up front, so the series is written into
-        // bytes already in the buffer: one capacity check and one memset
-        // per series instead of a capacity check per byte.
-        let body = series_body_size(s);
-        let start = buf.len();
-        buf.resize(start + len_field(body), 0);
-        let mut o = Out { buf: &mut buf[start..], pos: 0 };
-        o.byte(WRITE_REQUEST_TIMESERIES);
-        o.varint(body as u64);
-        for l in wire_labels(&s.labels) {
-            let (n, v) = (l.name.as_bytes(), l.value.as_bytes());
-            // Nearly every label is short: with a body under 128 bytes every
-            // length is one byte and both strings are present, so the four
-            // key/length bytes go out together.
-            let body = 4 + n.len() + v.len();
-            if body < 128 && !n.is_empty() {
-                o.bytes(&[TIMESERIES_LABELS, body as u8, LABEL_NAME, n.len() as u8]);
-                o.bytes(n);
-                o.bytes(&[LABEL_VALUE, v.len() as u8]);
-                o.bytes(v);
-                continue;
-            }
-            o.byte(TIMESERIES_LABELS);
-            o.varint(label_body_size(&l.name, &l.value) as u64);
-            o.string_field(LABEL_NAME, &l.name);
-            o.string_field(LABEL_VALUE, &l.value);
-        }
-        for sample in &s.samples {
-            o.byte(TIMESERIES_SAMPLES);
-            o.varint(sample_body_size(sample) as u64);
-            if sample.value != 0.0 {
-                o.byte(SAMPLE_VALUE);
-                // to_bits keeps every NaN payload, the stale marker included.
-                o.bytes(&sample.value.to_bits().to_le_bytes());
-            }
-            if sample.timestamp_ms != 0 {
-                o.byte(SAMPLE_TIMESTAMP);
-                // int64 is encoded as the two's-complement u64 varint.
-                o.varint(sample.timestamp_ms as u64);
-            }
-        }
-        debug_assert_eq!(o.pos, o.buf.len(), "series_body_size and the writer agree");
+        fields.clear();
+        put_label_fields(&mut fields, &s.labels);
+        put_series(buf, &fields, &s.samples);
     }
     for m in metadata {
         buf.push(WRITE_REQUEST_METADATA);
@@ -286,6 +210,9 @@ pub fn encode_protobuf(buf: &mut Vec<u8>, series: &[Series], metadata: &[Metadat
 fn put_label_fields(buf: &mut Vec<u8>, labels: &Labels) {
     for l in wire_labels(labels) {
         let (n, v) = (l.name.as_bytes(), l.value.as_bytes());
+        // Nearly every label is short: with a body under 128 bytes every
+        // length is one byte and both strings are present, so the four
+        // key/length bytes go out together.
         let body = 4 + n.len() + v.len();
         if body < 128 && !n.is_empty() {
             buf.extend_from_slice(&[TIMESERIES_LABELS, body as u8, LABEL_NAME, n.len() as u8]);

@@ -299,15 +299,6 @@ pub fn build_series(
                 xxhash_rust::xxh3::xxh3_128(scratch)
             }
         };
-        if s.known.is_some() && !cache.entries.contains_key(&key) {
-            // Cannot happen (a raw key is kept only while its entry is);
-            // if it did, the labels were not parsed: start the cache over.
-            cache.by_raw.clear();
-            return Err(fail(
-                "parse",
-                "internal: the scrape cache lost a series; the next scrape reads the body in full",
-            ));
-        }
         let explicit_ts = job.honor_timestamps && s.timestamp_ms.is_some();
         let sample_ts = if explicit_ts { s.timestamp_ms.unwrap_or(ts) } else { ts };
         // (labels, new to the cache, shadowed, already forwarded this scrape at ts)
@@ -318,6 +309,15 @@ pub fn build_series(
                 let again = e.seen == id;
                 e.seen = id;
                 (e.out.clone(), false, e.shadowed, again, e.last_ts)
+            }
+            None if s.known.is_some() => {
+                // Cannot happen (a raw key is kept only while its entry is);
+                // if it did, the labels were not parsed: start the cache over.
+                cache.by_raw.clear();
+                return Err(fail(
+                    "parse",
+                    "internal: the scrape cache lost a series; the next scrape reads the body in full",
+                ));
             }
             None => {
                 let labels = match finish_labels(&s.name, raw, target, job) {

@@ -6,6 +6,7 @@
 //! - `target.rs`: how a discovered target becomes labels and a URL (`relabel_configs`);
 //! - `job.rs`: what a job's targets share (settings, auth, interned strings);
 //! - `series.rs`: how a scraped body becomes series (labels, relabeling, limits, cache);
+//! - `scrape_cache.rs`: the per-target table of series that cache uses (by raw bytes, by identity);
 //! - `scrape.rs`: one target's scrape loop: fetch, parse, label, stale markers, report series;
 //! - `handover.rs`: what a loop a reload replaces leaves to its successor;
 //! - `receiver.rs`: what drives it: one loop per live target, started and stopped as discovery changes.
@@ -17,6 +18,7 @@ pub mod handover;
 pub mod job;
 pub mod receiver;
 pub mod scrape;
+mod scrape_cache;
 pub mod series;
 pub mod target;
 

@@ -5,6 +5,7 @@
 //! label sets, so a steady-state scrape allocates no label strings.
 
 use super::job::JobSettings;
+use super::scrape_cache::{NewSlot, SlotTable};
 use super::target::Target;
 use crate::status::trace::ScrapeFate;
 use infertel_exposition::Format;
@@ -28,27 +29,6 @@ pub(super) fn fail(reason: &'static str, message: impl Into<String>) -> ScrapeFa
     ScrapeFailure { reason, message: message.into(), stats: None }
 }
 
-struct CacheEntry {
-    /// Finished labels, or None when metric relabeling dropped the series.
-    out: Option<Labels>,
-    /// Another scraped series already has these finished labels (metric
-    /// relabeling made them equal): this one is skipped as a duplicate.
-    shadowed: bool,
-    seen: u64,
-    /// Series with explicit timestamps get no staleness markers.
-    track_staleness: bool,
-    /// The timestamp of the sample forwarded this scrape: the same series
-    /// again in the body is forwarded only with a later one (Prometheus
-    /// keeps the first of equal timestamps and drops one going back).
-    last_ts: i64,
-}
-
-/// A raw series key's entry (see `SeriesCache::by_raw`).
-struct RawEntry {
-    key: u128,
-    seen: u64,
-}
-
 /// What one scrape produced (before report series).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct ScrapeStats {
@@ -68,24 +48,20 @@ pub struct ScrapeStats {
 /// series seen on the last successful scrape.
 #[derive(Default)]
 pub struct SeriesCache {
-    /// Keyed by the 128-bit XXH3 hash of the series as scraped (name, then
-    /// label pairs in body order, with separators no UTF-8 text contains).
-    /// Storing the hash instead of the scraped text keeps an entry small
-    /// (one per active series); two different series would have to collide
-    /// on 128 bits, about 1e-27 at a million series.
-    entries: FxHashMap<u128, CacheEntry>,
-    /// With metric relabeling, which entry owns each finished label set, so
+    /// The target's series: by identity (the 128-bit XXH3 hash of the
+    /// name and labels in name order, with separators no UTF-8 text
+    /// contains; two series would have to collide on 128 bits, about 1e-27
+    /// at a million series), and by the raw series key of each spelling
+    /// seen on the last successful scrape ([`series_key`]), as Prometheus'
+    /// scrape cache keys its own: a line seen before has only its value
+    /// parsed. Two spellings of one series (label order, blanks) share it.
+    ///
+    /// [`series_key`]: infertel_exposition::series_key
+    table: SlotTable,
+    /// With metric relabeling, which series owns each finished label set, so
     /// a collision is found once, when a series first appears, instead of
     /// hashing every sample's labels on every scrape.
     owners: FxHashMap<Labels, u128>,
-    /// The scrape cache's shortcut, as Prometheus keys its own: from the raw
-    /// series text of a 0.0.4 line (its [`series_key`]) to the entry's key,
-    /// so a line seen before has only its value parsed. Each raw key was
-    /// seen on the last successful scrape, so its entry exists; two
-    /// spellings of one series (label order, blanks) share the entry.
-    ///
-    /// [`series_key`]: infertel_exposition::series_key
-    by_raw: FxHashMap<u128, RawEntry>,
     /// Reused buffer for building the key.
     scratch: Vec<u8>,
     scrape_id: u64,
@@ -102,7 +78,7 @@ pub struct SeriesCache {
 
 impl SeriesCache {
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.table.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -113,8 +89,9 @@ impl SeriesCache {
     /// (not those with the target's own timestamps, nor shadowed ones).
     fn markers_for_last_scrape(&self, ts: i64) -> Vec<Series> {
         let prev = self.scrape_id;
-        self.entries
-            .values()
+        self.table
+            .iter()
+            .map(|(_, e)| e)
             .filter(|e| e.seen == prev && e.track_staleness && !e.shadowed)
             .filter_map(|e| e.out.clone())
             .map(|labels| Series {
@@ -138,9 +115,8 @@ impl SeriesCache {
     /// the cache (a target that goes away).
     pub fn stale_all(&mut self, ts: i64) -> Vec<Series> {
         let out = self.markers_for_last_scrape(ts);
-        self.entries.clear();
+        self.table.clear();
         self.owners.clear();
-        self.by_raw.clear();
         out
     }
 }
@@ -234,13 +210,9 @@ pub fn build_series(
     let tracing = job.status.tracer.active();
     // Lines seen before have only their values parsed; not while a trace is
     // open (it reports every sample's labels as scraped).
-    let by_raw = &mut cache.by_raw;
-    let mut known = |k: u128| {
-        by_raw.get_mut(&k).map(|e| {
-            e.seen = id;
-            e.key
-        })
-    };
+    // The parser carries the slot number of a known line.
+    let table = &mut cache.table;
+    let mut known = |k: u128| table.find_raw(k, id).map(u128::from);
     fn parse<'a>(
         body: &'a [u8],
         format: Format,
@@ -279,12 +251,26 @@ pub fn build_series(
     let mut over_limit = false;
     for (i, s) in exp.samples.iter().enumerate() {
         let raw = exp.labels(s);
-        let key = match s.known {
-            Some(key) => key,
+        let explicit_ts = job.honor_timestamps && s.timestamp_ms.is_some();
+        let sample_ts = if explicit_ts { s.timestamp_ms.unwrap_or(ts) } else { ts };
+        // The series' slot, found by the parser from the raw bytes, or by
+        // its identity, or new.
+        let known = s.known.and_then(|i| u32::try_from(i).ok());
+        let (slot, new) = match known {
+            Some(i) if cache.table.get(i).is_some() => (i, false),
+            Some(_) => {
+                // Cannot happen (a raw key is kept only while its slot is);
+                // if it did, the labels were not parsed: start the cache over.
+                cache.table.forget_raw();
+                return Err(fail(
+                    "parse",
+                    "internal: the scrape cache lost a series; the next scrape reads the body in full",
+                ));
+            }
             None => {
                 // The series' identity: name and labels in name order, so
                 // two spellings of one series (label order, blanks) are one
-                // entry, as Prometheus tracks a series by its label set.
+                // series, as Prometheus tracks a series by its label set.
                 let scratch = &mut cache.scratch;
                 scratch.clear();
                 scratch.extend_from_slice(s.name.as_bytes());
@@ -296,66 +282,45 @@ pub fn build_series(
                     scratch.push(0xfe);
                     scratch.extend_from_slice(v.as_bytes());
                 }
-                xxhash_rust::xxh3::xxh3_128(scratch)
-            }
-        };
-        let explicit_ts = job.honor_timestamps && s.timestamp_ms.is_some();
-        let sample_ts = if explicit_ts { s.timestamp_ms.unwrap_or(ts) } else { ts };
-        // (labels, new to the cache, shadowed, already forwarded this scrape at ts)
-        // (labels, new to the cache, shadowed, seen earlier in this body,
-        // timestamp last forwarded)
-        let (labels, new, shadowed, again, last_ts) = match cache.entries.get_mut(&key) {
-            Some(e) => {
-                let again = e.seen == id;
-                e.seen = id;
-                (e.out.clone(), false, e.shadowed, again, e.last_ts)
-            }
-            None if s.known.is_some() => {
-                // Cannot happen (a raw key is kept only while its entry is);
-                // if it did, the labels were not parsed: start the cache over.
-                cache.by_raw.clear();
-                return Err(fail(
-                    "parse",
-                    "internal: the scrape cache lost a series; the next scrape reads the body in full",
-                ));
-            }
-            None => {
-                let labels = match finish_labels(&s.name, raw, target, job) {
-                    Ok(l) => l,
-                    Err(e) => {
-                        // Prometheus stops at the series: it counts as read.
-                        stats.scraped = i as u64 + 1;
-                        failure = Some(e);
-                        break;
+                let key = xxhash_rust::xxh3::xxh3_128(scratch);
+                let (slot, new) = match cache.table.find(key) {
+                    Some(i) => (i, false),
+                    None => {
+                        let labels = match finish_labels(&s.name, raw, target, job) {
+                            Ok(l) => l,
+                            Err(e) => {
+                                // Prometheus stops at the series: it counts as read.
+                                stats.scraped = i as u64 + 1;
+                                failure = Some(e);
+                                break;
+                            }
+                        };
+                        let mut shadowed = false;
+                        if check_collisions && let Some(l) = &labels {
+                            match cache.owners.get(l) {
+                                Some(owner) if *owner != key => shadowed = true,
+                                _ => {
+                                    cache.owners.insert(l.clone(), key);
+                                }
+                            }
+                        }
+                        let new = NewSlot { out: labels, seen: 0, shadowed, track_staleness: !explicit_ts };
+                        (cache.table.insert(key, new), true)
                     }
                 };
-                let mut shadowed = false;
-                if check_collisions && let Some(l) = &labels {
-                    match cache.owners.get(l) {
-                        Some(owner) if *owner != key => shadowed = true,
-                        _ => {
-                            cache.owners.insert(l.clone(), key);
-                        }
-                    }
+                if let Some(raw_key) = s.raw_key {
+                    cache.table.add_raw(slot, raw_key, id);
                 }
-                cache.entries.insert(
-                    key,
-                    CacheEntry {
-                        out: labels.clone(),
-                        shadowed,
-                        seen: id,
-                        track_staleness: !explicit_ts,
-                        last_ts: i64::MIN,
-                    },
-                );
-                (labels, true, shadowed, false, i64::MIN)
+                (slot, new)
             }
         };
-        if s.known.is_none()
-            && let Some(raw_key) = s.raw_key
-        {
-            cache.by_raw.insert(raw_key, RawEntry { key, seen: id });
-        }
+        // (labels, shadowed, seen earlier in this body, timestamp last forwarded)
+        let Some(e) = cache.table.get_mut(slot) else {
+            return Err(fail("parse", "internal: the scrape cache lost a series it just found"));
+        };
+        let again = e.seen == id;
+        e.seen = id;
+        let (labels, shadowed, last_ts) = (e.out.clone(), e.shadowed, e.last_ts);
         // Someone traces this series (the status page): note its fate.
         let watched = if tracing { watch(&s.name, raw, target, job, labels.as_ref()) } else { None };
         let note = |fate: ScrapeFate, out: Option<&Labels>| {
@@ -395,7 +360,7 @@ pub fn build_series(
             continue;
         }
         note(ScrapeFate::Kept, Some(&labels));
-        if let Some(e) = cache.entries.get_mut(&key) {
+        if let Some(e) = cache.table.get_mut(slot) {
             e.last_ts = sample_ts;
         }
         out.push(Series {
@@ -417,7 +382,7 @@ pub fn build_series(
     let prev = cache.scrape_id;
     let owners = &mut cache.owners;
     let mut freed = false;
-    cache.entries.retain(|key, e| {
+    cache.table.retain(id, |key, e| {
         if e.seen == id {
             return true;
         }
@@ -434,24 +399,22 @@ pub fn build_series(
                     samples: infertel_model::samples![Sample { timestamp_ms: ts, value: stale_nan() }],
                 });
             }
-            if owners.get(l) == Some(key) {
+            if owners.get(l) == Some(&key) {
                 owners.remove(l);
                 freed = true;
             }
         }
         false
     });
-    // Raw keys not seen this scrape go (their entries may have gone too).
-    cache.by_raw.retain(|_, e| e.seen == id);
     if freed {
         // A series that shadowed the one that went away takes its place
         // from the next scrape on. (Rare: it needs relabeling that makes two
         // scraped series equal.)
-        for (key, e) in cache.entries.iter_mut().filter(|(_, e)| e.shadowed) {
+        for (key, e) in cache.table.iter_mut().filter(|(_, e)| e.shadowed) {
             if let Some(l) = &e.out
                 && !cache.owners.contains_key(l)
             {
-                cache.owners.insert(l.clone(), *key);
+                cache.owners.insert(l.clone(), key);
                 e.shadowed = false;
             }
         }
@@ -724,7 +687,7 @@ mod tests {
         assert_eq!(out[0].samples[0].value, 3.0);
         // The raw keys of spellings no longer sent are forgotten.
         scrape("a{x=\"1\",y=\"2\"} 5\n", 4000, &j, &mut c).unwrap();
-        assert_eq!((c.len(), c.by_raw.len()), (1, 1));
+        assert_eq!((c.len(), c.table.raw_keys()), (1, 1));
     }
 
     #[test]
@@ -752,7 +715,7 @@ mod tests {
         }
         // The lines that can take the shortcut did (all but the one with a
         // newline in a value).
-        assert_eq!(warm.by_raw.len(), 6);
+        assert_eq!(warm.table.raw_keys(), 6);
     }
 
     #[test]

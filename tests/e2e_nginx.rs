@@ -7,7 +7,13 @@
 //!    and a counted, classified scrape error; `server_name` fixes the name;
 //! 2. a gzip-compressed scrape body (nginx `gzip on`) decodes to exactly the
 //!    values served, bit for bit;
-//! 3. remote write through nginx over https (HTTP/2) into a real Prometheus
+//! 3. plain-http scrapes (the scrape loop's own connection, `fetch.rs`):
+//!    a 2 MB body arrives whole through a 32 KiB read buffer, every scrape
+//!    of a target rides one kept-alive connection, a server that closes
+//!    idle connections (keepalive_timeout 1s, keepalive_requests 2) costs
+//!    no scrape, and a redirect is followed, or refused with
+//!    `follow_redirects: false`;
+//! 4. remote write through nginx over https (HTTP/2) into a real Prometheus
 //!    with the `basicauth` and `bearertokenauth` (token file) extensions and
 //!    a client certificate; 401/403/404 answers are dropped, counted and
 //!    explained in the log (Elasticsearch wording for `/_prometheus/` paths).
@@ -344,6 +350,137 @@ service:
     assert!(ratio > 2.0, "gzip ratio {ratio}: the body was not really compressed ({line})");
     assert_eq!(agent.self_metric("infertel_receiver_scrape_errors_total", &[]), 0.0, "{}", ctx());
     assert!(agent.self_metric("infertel_receiver_scraped_samples_total", &[("job", "gz")]) >= want.len() as f64);
+}
+
+#[test]
+fn plain_http_scrapes_keep_their_connection_outlive_closed_ones_and_follow_redirects() {
+    let (kept, closing) = (Nginx::port(), Nginx::port());
+    let nginx = Nginx::start(
+        &format!(
+            r#"
+    log_format conn '$server_port $request_uri $status $connection $connection_requests $body_bytes_sent';
+    server {{
+        listen 127.0.0.1:{kept};
+        access_log {{{{DIR}}}}/access.log conn;
+        keepalive_timeout 60s;
+        root {{{{DIR}}}}/www;
+        types {{ }}
+        default_type "text/plain; version=0.0.4";
+        location = /moved {{ return 301 /big; }}
+    }}
+    server {{
+        listen 127.0.0.1:{closing};
+        access_log {{{{DIR}}}}/access.log conn;
+        keepalive_timeout 1s;
+        keepalive_requests 2;
+        root {{{{DIR}}}}/www;
+        types {{ }}
+        default_type "text/plain; version=0.0.4";
+    }}
+"#
+        ),
+        &[kept, closing],
+    );
+    // 20,000 series, 2 MB: many times the direct connection's read buffer.
+    let n = 20_000u32;
+    let pad = "p".repeat(70);
+    let body: String = (0..n).map(|i| format!("big_value{{i=\"{i:06}\",pad=\"{pad}\"}} {i}\n")).collect();
+    assert!(body.len() > 2_000_000, "{}", body.len());
+    std::fs::create_dir_all(nginx.dir.path().join("www")).expect("www");
+    std::fs::write(nginx.dir.path().join("www/big"), &body).expect("write body");
+    let rx = RwReceiver::start(Arc::new(|_| (200, Duration::ZERO)));
+    let job = |name: &str, port: u16, path: &str, extra: &str| {
+        format!(
+            "        - job_name: {name}\n          metrics_path: {path}\n          static_configs: [{{targets: ['127.0.0.1:{port}']}}]\n{extra}"
+        )
+    };
+    let config = format!(
+        r#"
+receivers:
+  prometheus:
+    config:
+      global: {{scrape_interval: 2s, scrape_timeout: 2s}}
+      scrape_configs:
+{}{}{}{}
+exporters:
+  prometheusremotewrite:
+    endpoint: {url}
+service:
+  pipelines:
+    metrics: {{receivers: [prometheus], exporters: [prometheusremotewrite]}}
+  telemetry: {{metrics: {{address: "{{{{TELEMETRY}}}}"}}}}
+"#,
+        job("kept", kept, "/big", ""),
+        job("closing", closing, "/big", ""),
+        job("moved", kept, "/moved", ""),
+        job("refused", kept, "/moved", "          follow_redirects: false\n"),
+        url = rx.url()
+    );
+    let agent = Agent::start(&config);
+    let ctx = || format!("--- agent log ---\n{}\n{}", plain(&agent.proc.log_text()), nginx.logs());
+    let scrapes = |job: &str| agent.self_metric("infertel_receiver_scraped_samples_total", &[("job", job)]) / n as f64;
+    eventually("6 scrapes of each job", Duration::from_secs(60), ctx, || {
+        (["kept", "closing", "moved"].iter().all(|j| scrapes(j) >= 6.0)).then_some(())
+    });
+    // Every sample of every scrape arrived with its value: per job and
+    // scrape timestamp, a complete scrape has n samples summing to 0+..+n-1.
+    let mut scrapes_seen: std::collections::BTreeMap<(String, i64), (u32, f64)> = Default::default();
+    for r in rx.received() {
+        for s in &r.series {
+            if s.labels.metric_name() == "big_value" {
+                for p in &s.samples {
+                    let e = scrapes_seen
+                        .entry((s.labels.get("job").unwrap_or("").to_string(), p.timestamp_ms))
+                        .or_default();
+                    e.0 += 1;
+                    e.1 += p.value;
+                }
+            }
+        }
+    }
+    let per_scrape = (n as f64 - 1.0) * n as f64 / 2.0;
+    for j in ["kept", "closing", "moved"] {
+        let complete: Vec<f64> =
+            scrapes_seen.iter().filter(|((job, _), (c, _))| job == j && *c == n).map(|(_, (_, sum))| *sum).collect();
+        assert!(complete.len() >= 5, "{j}: {} complete scrapes\n{}", complete.len(), ctx());
+        assert!(complete.iter().all(|s| *s == per_scrape), "{j}: values {complete:?}\n{}", ctx());
+        assert!(scrapes_seen.iter().all(|((job, _), (c, _))| job != j || *c <= n), "{j}: a series twice");
+    }
+    let errors = |filter: &[(&str, &str)]| agent.self_metric("infertel_receiver_scrape_errors_total", filter);
+    for j in ["kept", "closing", "moved"] {
+        assert_eq!(errors(&[("job", j)]), 0.0, "{j} had failed scrapes\n{}", ctx());
+    }
+    assert!(
+        errors(&[("job", "refused"), ("reason", "http_status")]) >= 3.0,
+        "follow_redirects: false must refuse the 301\n{}",
+        ctx()
+    );
+    // nginx's view: (port, uri, status, connection, requests on it).
+    let log = nginx.access_log();
+    let lines: Vec<Vec<&str>> =
+        log.lines().map(|l| l.split(' ').collect()).filter(|f: &Vec<&str>| f.len() == 6).collect();
+    let on = |port: u16, uri: &str| -> Vec<&Vec<&str>> {
+        lines.iter().filter(|f| f[0] == port.to_string() && f[1] == uri && f[2] == "200").collect()
+    };
+    // One job, one connection: every scrape of "kept" rode the same one.
+    let kept_lines = on(kept, "/big");
+    let conns: std::collections::BTreeSet<&str> = kept_lines.iter().map(|f| f[3]).collect();
+    assert!(kept_lines.len() >= 12, "kept and moved scrapes: {}\n{log}", kept_lines.len());
+    assert!(kept_lines.iter().all(|f| f[5] == body.len().to_string()), "whole bodies sent\n{log}");
+    // Two jobs scrape that port (kept, and moved after its redirect, which
+    // reqwest's own pool carries): at most a few connections, not one per scrape.
+    assert!(conns.len() <= 3, "{} connections for {} scrapes\n{log}", conns.len(), kept_lines.len());
+    // nginx closed the other port's connections after 1 s idle (and at the
+    // second request): the scrapes went on on new ones.
+    let closing_lines = on(closing, "/big");
+    let conns: std::collections::BTreeSet<&str> = closing_lines.iter().map(|f| f[3]).collect();
+    assert!(
+        conns.len() >= closing_lines.len() / 2,
+        "{} connections for {} scrapes\n{log}",
+        conns.len(),
+        closing_lines.len()
+    );
+    assert!(closing_lines.iter().all(|f| f[4] == "1" || f[4] == "2"), "{log}");
 }
 
 #[test]

@@ -153,6 +153,9 @@ pub struct JobSettings {
     pub accept: Option<String>,
     /// `enable_compression`: ask for gzip.
     pub compression: bool,
+    /// No proxy (`proxy_url`, `proxy_from_environment`): a plain-http
+    /// target can be scraped on its loop's own connection (`fetch.rs`).
+    pub direct_http: bool,
     /// `http_headers`: sent with every scrape (files read each time).
     pub headers: Vec<(String, super::config::HttpHeader)>,
     /// `fallback_scrape_protocol` is OpenMetrics: a body without a valid
@@ -188,6 +191,7 @@ impl JobSettings {
             extra_scrape_metrics: false,
             accept: None,
             compression: true,
+            direct_http: true,
             headers: Vec::new(),
             fallback_openmetrics: false,
             metric_relabel: Relabeler::default(),

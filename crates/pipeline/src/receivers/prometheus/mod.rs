@@ -7,6 +7,7 @@
 //! - `job.rs`: what a job's targets share (settings, auth, interned strings);
 //! - `series.rs`: how a scraped body becomes series (labels, relabeling, limits, cache);
 //! - `scrape_cache.rs`: the per-target table of series that cache uses (by raw bytes, by identity);
+//! - `fetch.rs`: how a scrape's body is fetched (the request, a plain-http target's own connection, limits);
 //! - `scrape.rs`: one target's scrape loop: fetch, parse, label, stale markers, report series;
 //! - `handover.rs`: what a loop a reload replaces leaves to its successor;
 //! - `receiver.rs`: what drives it: one loop per live target, started and stopped as discovery changes.
@@ -14,6 +15,7 @@
 pub mod config;
 pub mod config_files;
 pub mod discovery;
+mod fetch;
 pub mod handover;
 pub mod job;
 pub mod receiver;

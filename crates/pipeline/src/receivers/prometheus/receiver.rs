@@ -66,6 +66,7 @@ fn job_settings(
         extra_scrape_metrics: false,
         accept: sc.accept(g),
         compression: sc.enable_compression,
+        direct_http: sc.proxy_url.as_deref().is_none_or(str::is_empty) && !sc.proxy_from_environment,
         headers: sc.http_headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         fallback_openmetrics: sc.fallback_scrape_protocol.as_deref().is_some_and(|p| p.starts_with("OpenMetrics")),
         metric_relabel: Relabeler::new(&sc.metric_relabel_configs).map_err(|e| e.to_string())?,

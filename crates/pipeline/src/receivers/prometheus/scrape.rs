@@ -14,21 +14,20 @@
 //! reuses its finished `Labels` (only values and timestamps change), so a
 //! steady-state scrape allocates no label strings.
 //!
-//! `job.rs` holds what a job's targets share, `series.rs` how a body
-//! becomes series; this file drives one target: schedule, fetch, report
+//! `job.rs` holds what a job's targets share, `fetch.rs` how a body is
+//! fetched, `series.rs` how a body becomes series; this file drives one target: schedule, fetch, report
 //! series, and how the loop ends (see [`Stop`]).
 
+use super::fetch::{Direct, fetch};
 use super::handover::{Handed, Handover, LoopKey, end_of_target};
 pub use super::job::{ACCEPT_HEADER, Interner, JobSettings, ScrapeAuth, base64_decode, base64_encode};
 pub use super::series::{ScrapeFailure, ScrapeStats, SeriesCache, attach_target_labels, build_series};
 use super::series::{fail, report_labels};
 use super::target::Target;
 use crate::consumer::Consumer;
-use crate::http::describe_error;
 use crate::processors::memory_limiter::Backpressure;
 use crate::telemetry::{Counter, Gauge, Telemetry};
 use infertel_model::{Batch, Sample, Series};
-use reqwest::header::{ACCEPT, AUTHORIZATION};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
@@ -151,6 +150,8 @@ impl ScrapeLoop {
             &[("receiver", &m.receiver), ("job", &m.job), ("instance", &m.instance), ("reason", "memory_limit")],
         );
         let mut skipping = false;
+        // A plain-http target's own connection (see `fetch.rs`).
+        let mut direct = Direct::for_target(&self.target.url, &self.job);
         loop {
             tokio::select! {
                 t = ticker.tick() => next_due = t + iv,
@@ -174,7 +175,7 @@ impl ScrapeLoop {
                 skipping = false;
             }
             let mut buf = body_pool::take();
-            let batch = self.scrape_once(&mut cache, &mut buf, &m).await;
+            let batch = self.scrape_once(&mut cache, &mut direct, &mut buf, &m).await;
             body_pool::give(buf);
             self.next.consume(batch).await;
         }
@@ -202,65 +203,14 @@ impl ScrapeLoop {
         }
     }
 
-    async fn fetch(&self, buf: &mut Vec<u8>) -> Result<Option<String>, ScrapeFailure> {
-        let t = &self.target;
-        let client = self.client.get().map_err(|e| fail("tls", e))?;
-        let mut req = client
-            .get(&t.url)
-            .header(ACCEPT, self.job.accept.as_deref().unwrap_or(ACCEPT_HEADER))
-            .header("X-Prometheus-Scrape-Timeout-Seconds", format!("{}", t.timeout.as_secs_f64()));
-        if !self.job.compression {
-            req = req.header(reqwest::header::ACCEPT_ENCODING, "identity");
-        }
-        for (name, h) in &self.job.headers {
-            for v in h.values.iter().chain(&h.secrets) {
-                req = req.header(name.as_str(), v.as_str());
-            }
-            for f in &h.files {
-                let v = crate::http::read_secret_file(f, &format!("http_headers {name} file"))
-                    .map_err(|e| fail("auth", e))?;
-                req = req.header(name.as_str(), v);
-            }
-        }
-        if let Some(h) = self.job.auth.header().map_err(|e| fail("auth", e))? {
-            req = req.header(AUTHORIZATION, h);
-        }
-        let fut = async {
-            let mut resp = req.send().await.map_err(|e| classify(&e))?;
-            let status = resp.status();
-            if status != reqwest::StatusCode::OK {
-                return Err(fail("http_status", format!("server returned HTTP status {status}")));
-            }
-            let ct =
-                resp.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
-            buf.clear();
-            let limit = self.job.body_size_limit;
-            // Room for the declared length in one allocation instead of
-            // doubling; a claim past the limit fails below, and the header is
-            // not trusted beyond 64 MiB.
-            if let Some(n) = resp.content_length()
-                && (limit == 0 || n <= limit)
-            {
-                buf.reserve(n.min(64 << 20) as usize);
-            }
-            while let Some(chunk) = resp.chunk().await.map_err(|e| classify(&e))? {
-                // A body of exactly the limit fails too, as in Prometheus
-                // (`n >= bodySizeLimit` after reading at most the limit).
-                if limit > 0 && (buf.len() + chunk.len()) as u64 >= limit {
-                    return Err(fail("body_size_limit", format!("body size limit exceeded: {limit} bytes or more")));
-                }
-                buf.extend_from_slice(&chunk);
-            }
-            Ok(ct)
-        };
-        match tokio::time::timeout(t.timeout, fut).await {
-            Ok(r) => r,
-            Err(_) => Err(fail("timeout", format!("scrape timed out after {:?}", t.timeout))),
-        }
-    }
-
     /// One scrape: the batch to forward (data, stale markers, report series).
-    async fn scrape_once(&mut self, cache: &mut SeriesCache, buf: &mut Vec<u8>, m: &TargetMetrics) -> Batch {
+    async fn scrape_once(
+        &mut self,
+        cache: &mut SeriesCache,
+        direct: &mut Option<Direct>,
+        buf: &mut Vec<u8>,
+        m: &TargetMetrics,
+    ) -> Batch {
         let start = Instant::now();
         let ts = now_ms();
         let mut series: Vec<Series> = Vec::with_capacity(cache.len() + 8);
@@ -271,7 +221,7 @@ impl ScrapeLoop {
         let forced = self.job.forced_error.read().unwrap_or_else(|p| p.into_inner()).clone();
         let fetched = match forced {
             Some(e) => Err(fail("target_limit", e)),
-            None => self.fetch(buf).await,
+            None => fetch(&self.client, direct, &self.target, &self.job, buf).await,
         };
         cache.deadline = Some(start + self.target.timeout);
         let result = match fetched {
@@ -377,20 +327,6 @@ impl ScrapeLoop {
         }
         Batch { series, metadata }
     }
-}
-
-fn classify(e: &reqwest::Error) -> ScrapeFailure {
-    let msg = describe_error(e);
-    let reason = if e.is_timeout() {
-        "timeout"
-    } else if e.is_connect() {
-        "connection"
-    } else if e.is_decode() || e.is_body() {
-        "body"
-    } else {
-        "http"
-    };
-    fail(reason, msg)
 }
 
 /// Response bodies are read into buffers from one small shared pool rather

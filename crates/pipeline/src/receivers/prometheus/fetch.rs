@@ -1,0 +1,347 @@
+//! How one scrape's body is fetched: the request Prometheus sends (Accept,
+//! the timeout header, gzip, `http_headers`, auth), the way it travels, and
+//! the body read into a pooled buffer under `body_size_limit` and the scrape
+//! timeout.
+//!
+//! A plain `http://` target scraped without a proxy travels on the loop's
+//! own HTTP/1.1 connection ([`Direct`]), whose read buffer is bounded.
+//! Everything else (TLS and HTTP/2, proxies, credentials in the URL, and
+//! any redirect) goes through the job's shared reqwest client. The reason:
+//! hyper keeps each kept-alive connection's read buffer at the largest size
+//! a response made it grow to (up to about 400 KB), and reqwest does not
+//! let that be bounded; with 100 targets of 140 KB those buffers held
+//! 20 MB between scrapes, and about 200 MB with 1,000.
+
+use super::job::{ACCEPT_HEADER, JobSettings};
+use super::series::{ScrapeFailure, fail};
+use super::target::Target;
+use crate::http::{LazyClient, describe_error};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper::client::conn::http1::SendRequest;
+use reqwest::header::{
+    ACCEPT, ACCEPT_ENCODING, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue,
+    USER_AGENT,
+};
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+/// The most a direct connection buffers of a response at once: a body
+/// arrives in pieces of at most this, copied into the scrape's buffer.
+const READ_BUF: usize = 32 << 10;
+/// A kept-alive connection idle longer than this is not reused (reqwest's
+/// pool keeps one 90 s).
+const IDLE: Duration = Duration::from_secs(90);
+
+/// The request headers of a scrape, as Prometheus sends them.
+fn request_headers(target: &Target, job: &JobSettings) -> Result<HeaderMap, ScrapeFailure> {
+    let bad = |what: &str| fail("http", format!("{what}: not a valid header value"));
+    let mut h = HeaderMap::with_capacity(8);
+    let accept = job.accept.as_deref().unwrap_or(ACCEPT_HEADER);
+    h.insert(ACCEPT, HeaderValue::from_str(accept).map_err(|_| bad("Accept"))?);
+    let secs = HeaderValue::from_str(&format!("{}", target.timeout.as_secs_f64())).map_err(|_| bad("timeout"))?;
+    h.insert(HeaderName::from_static("x-prometheus-scrape-timeout-seconds"), secs);
+    if !job.compression {
+        h.insert(ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+    }
+    for (name, hd) in &job.headers {
+        let n =
+            HeaderName::from_bytes(name.as_bytes()).map_err(|_| fail("http", format!("{name}: not a header name")))?;
+        for v in hd.values.iter().chain(&hd.secrets) {
+            h.append(n.clone(), HeaderValue::from_str(v).map_err(|_| bad(name))?);
+        }
+        for f in &hd.files {
+            let v =
+                crate::http::read_secret_file(f, &format!("http_headers {name} file")).map_err(|e| fail("auth", e))?;
+            h.append(n.clone(), HeaderValue::from_str(&v).map_err(|_| bad(name))?);
+        }
+    }
+    if let Some(a) = job.auth.header().map_err(|e| fail("auth", e))? {
+        h.insert(AUTHORIZATION, a);
+    }
+    Ok(h)
+}
+
+/// Fetches the target's body into `buf`; returns its content type.
+pub(super) async fn fetch(
+    client: &LazyClient,
+    direct: &mut Option<Direct>,
+    target: &Target,
+    job: &JobSettings,
+    buf: &mut Vec<u8>,
+) -> Result<Option<String>, ScrapeFailure> {
+    // The client is asked for even when the direct connection carries the
+    // scrape: a job whose TLS files cannot be read fails every scrape, as
+    // it did before there was a direct path.
+    let client = client.get().map_err(|e| fail("tls", e))?;
+    let headers = request_headers(target, job)?;
+    let limit = job.body_size_limit;
+    let fut = async {
+        buf.clear();
+        let sent = match direct.as_mut() {
+            Some(d) => d.send(&target.url, &headers).await?,
+            None => None,
+        };
+        if let Some(resp) = sent {
+            let ct = resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
+            let gzip = resp.headers().get(CONTENT_ENCODING).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
+            let declared = resp.headers().get(reqwest::header::CONTENT_LENGTH);
+            let declared = declared.and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+            let mut body = resp.into_body();
+            let mut compressed = Vec::new();
+            let into = if gzip { &mut compressed } else { &mut *buf };
+            reserve(into, declared, limit);
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| fail("body", format!("error reading response body: {e}")))?;
+                if let Some(chunk) = frame.data_ref() {
+                    take(into, chunk, if gzip { 0 } else { limit })?;
+                }
+            }
+            if gzip {
+                gunzip(&compressed, buf, limit)?;
+            }
+            return Ok(ct);
+        }
+        // A target that redirects is scraped through the job's client from
+        // now on: it follows the redirect or refuses it (`follow_redirects`).
+        *direct = None;
+        let mut resp = client.get(&target.url).headers(headers).send().await.map_err(|e| classify(&e))?;
+        let status = resp.status();
+        if status != reqwest::StatusCode::OK {
+            return Err(fail("http_status", format!("server returned HTTP status {status}")));
+        }
+        let ct = resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
+        reserve(buf, resp.content_length(), limit);
+        while let Some(chunk) = resp.chunk().await.map_err(|e| classify(&e))? {
+            take(buf, &chunk, limit)?;
+        }
+        Ok(ct)
+    };
+    let r = match tokio::time::timeout(target.timeout, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(fail("timeout", format!("scrape timed out after {:?}", target.timeout))),
+    };
+    if r.is_err()
+        && let Some(d) = direct.as_mut()
+    {
+        // The connection may be in the middle of a response.
+        d.live = None;
+    }
+    r
+}
+
+/// Room for the declared length in one allocation instead of doubling; a
+/// claim past the limit fails when read, and the header is not trusted
+/// beyond 64 MiB.
+fn reserve(buf: &mut Vec<u8>, declared: Option<u64>, limit: u64) {
+    if let Some(n) = declared
+        && (limit == 0 || n <= limit)
+    {
+        buf.reserve(n.min(64 << 20) as usize);
+    }
+}
+
+/// Appends a piece of the body. A body of exactly the limit fails too, as in
+/// Prometheus (`n >= bodySizeLimit` after reading at most the limit).
+fn take(buf: &mut Vec<u8>, chunk: &[u8], limit: u64) -> Result<(), ScrapeFailure> {
+    if limit > 0 && (buf.len() + chunk.len()) as u64 >= limit {
+        return Err(fail("body_size_limit", format!("body size limit exceeded: {limit} bytes or more")));
+    }
+    buf.extend_from_slice(chunk);
+    Ok(())
+}
+
+/// Decompresses a gzip body into `buf`, the limit counting the decompressed
+/// bytes (as Prometheus reads the body through its gzip reader).
+fn gunzip(compressed: &[u8], buf: &mut Vec<u8>, limit: u64) -> Result<(), ScrapeFailure> {
+    let mut d = flate2::bufread::GzDecoder::new(compressed);
+    let mut piece = [0u8; 16 << 10];
+    loop {
+        let n = d.read(&mut piece).map_err(|e| fail("body", format!("error decoding response body: gzip: {e}")))?;
+        if n == 0 {
+            return Ok(());
+        }
+        take(buf, &piece[..n], limit)?;
+    }
+}
+
+fn classify(e: &reqwest::Error) -> ScrapeFailure {
+    let msg = describe_error(e);
+    let reason = if e.is_timeout() {
+        "timeout"
+    } else if e.is_connect() {
+        "connection"
+    } else if e.is_decode() || e.is_body() {
+        "body"
+    } else {
+        "http"
+    };
+    fail(reason, msg)
+}
+
+/// A scrape loop's own HTTP/1.1 connection to a plain `http://` target,
+/// kept alive between scrapes, with a read buffer of at most [`READ_BUF`].
+pub(super) struct Direct {
+    host: url::Host<String>,
+    port: u16,
+    /// The Host header: host, and port when the URL gives one.
+    authority: HeaderValue,
+    /// Path and query, the request target.
+    path: hyper::Uri,
+    user_agent: HeaderValue,
+    live: Option<Live>,
+}
+
+struct Live {
+    sender: SendRequest<Empty<Bytes>>,
+    /// The task that drives the connection: ended with it.
+    driver: tokio::task::AbortHandle,
+    last_used: Instant,
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+impl Direct {
+    /// The direct path for a target, where it can carry the scrape: a plain
+    /// `http://` URL without credentials, in a job without a proxy.
+    pub fn for_target(url: &str, job: &JobSettings) -> Option<Direct> {
+        if !job.direct_http {
+            return None;
+        }
+        let u = url::Url::parse(url).ok()?;
+        if u.scheme() != "http" || !u.username().is_empty() || u.password().is_some() {
+            return None;
+        }
+        let host = u.host()?.to_owned();
+        let port = u.port_or_known_default()?;
+        let authority = &u[url::Position::BeforeHost..url::Position::AfterPort];
+        let path = &u[url::Position::BeforePath..url::Position::AfterQuery];
+        Some(Direct {
+            host,
+            port,
+            authority: HeaderValue::from_str(authority).ok()?,
+            path: path.parse().ok()?,
+            user_agent: HeaderValue::from_str(&crate::http::user_agent()).ok()?,
+            live: None,
+        })
+    }
+
+    async fn connect(&self, url: &str) -> Result<Live, ScrapeFailure> {
+        let failed = |e: std::io::Error| {
+            fail("connection", format!("error sending request for url ({url}): tcp connect error: {e}"))
+        };
+        let tcp = match &self.host {
+            url::Host::Domain(d) => tokio::net::TcpStream::connect((d.as_str(), self.port)).await,
+            url::Host::Ipv4(a) => tokio::net::TcpStream::connect((*a, self.port)).await,
+            url::Host::Ipv6(a) => tokio::net::TcpStream::connect((*a, self.port)).await,
+        }
+        .map_err(failed)?;
+        let _ = tcp.set_nodelay(true);
+        let (sender, conn) = hyper::client::conn::http1::Builder::new()
+            .max_buf_size(READ_BUF)
+            .handshake::<_, Empty<Bytes>>(hyper_util::rt::TokioIo::new(tcp))
+            .await
+            .map_err(|e| fail("connection", format!("error sending request for url ({url}): {e}")))?;
+        let driver = tokio::spawn(async move {
+            let _ = conn.await;
+        })
+        .abort_handle();
+        Ok(Live { sender, driver, last_used: Instant::now() })
+    }
+
+    /// Sends the scrape's request. `None`: the target redirects (the job's
+    /// client, which knows `follow_redirects`, takes over).
+    async fn send(
+        &mut self,
+        url: &str,
+        headers: &HeaderMap,
+    ) -> Result<Option<hyper::Response<hyper::body::Incoming>>, ScrapeFailure> {
+        for attempt in 0..2 {
+            let reused = self.live.as_ref().is_some_and(|l| !l.sender.is_closed() && l.last_used.elapsed() < IDLE);
+            if !reused {
+                self.live = None;
+                self.live = Some(self.connect(url).await?);
+            }
+            let mut req = hyper::Request::new(Empty::<Bytes>::new());
+            *req.uri_mut() = self.path.clone();
+            let h = req.headers_mut();
+            h.insert(HOST, self.authority.clone());
+            h.insert(USER_AGENT, self.user_agent.clone());
+            h.extend(headers.clone());
+            // What reqwest adds for a job that wants gzip (`fetch` decodes it).
+            if !h.contains_key(ACCEPT_ENCODING) {
+                h.insert(ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+            }
+            let Some(live) = self.live.as_mut() else { continue };
+            live.last_used = Instant::now();
+            let sent = match live.sender.ready().await {
+                Ok(()) => live.sender.send_request(req).await,
+                Err(e) => Err(e),
+            };
+            match sent {
+                Ok(resp) if resp.status().is_redirection() => {
+                    self.live = None;
+                    return Ok(None);
+                }
+                Ok(resp) if resp.status() != hyper::StatusCode::OK => {
+                    return Err(fail("http_status", format!("server returned HTTP status {}", resp.status())));
+                }
+                Ok(resp) => return Ok(Some(resp)),
+                // The target closed the kept-alive connection as the request
+                // went out (servers close idle ones: uvicorn after 5 s): once
+                // more on a new one, as reqwest's pool does.
+                // A GET is safe to repeat; a reply that did not parse is not
+                // a closed connection, and is not retried.
+                Err(e) if reused && attempt == 0 && !e.is_parse() && !e.is_user() => {
+                    self.live = None;
+                }
+                Err(e) => {
+                    self.live = None;
+                    return Err(fail("http", format!("error sending request for url ({url}): {e}")));
+                }
+            }
+        }
+        Err(fail("http", format!("error sending request for url ({url}): the connection closed twice")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_http_without_proxy_or_credentials_goes_direct() {
+        let mut job = JobSettings::new("r");
+        job.direct_http = true;
+        let d = Direct::for_target("http://127.0.0.1:9400/metrics?x=1", &job).unwrap();
+        assert_eq!((d.authority.to_str().unwrap(), d.path.to_string().as_str()), ("127.0.0.1:9400", "/metrics?x=1"));
+        let d = Direct::for_target("http://[::1]:80/m", &job).unwrap();
+        assert_eq!((d.authority.to_str().unwrap(), d.port), ("[::1]", 80));
+        assert!(Direct::for_target("https://h:443/m", &job).is_none());
+        assert!(Direct::for_target("http://u:p@h:80/m", &job).is_none());
+        job.direct_http = false;
+        assert!(Direct::for_target("http://h:80/m", &job).is_none());
+    }
+
+    #[test]
+    fn a_gzip_body_counts_against_the_limit_decompressed() {
+        use std::io::Write;
+        let body = "a 1\n".repeat(1000);
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(body.as_bytes()).unwrap();
+        let gz = e.finish().unwrap();
+        assert!(gz.len() < 200, "{}", gz.len());
+        let mut buf = Vec::new();
+        gunzip(&gz, &mut buf, 0).unwrap();
+        assert_eq!(buf, body.as_bytes());
+        buf.clear();
+        assert_eq!(gunzip(&gz, &mut buf, 4000).unwrap_err().reason, "body_size_limit");
+        buf.clear();
+        gunzip(&gz, &mut buf, 4001).unwrap();
+        assert_eq!(gunzip(&gz[..gz.len() / 2], &mut Vec::new(), 0).unwrap_err().reason, "body");
+    }
+}

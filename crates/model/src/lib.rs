@@ -8,7 +8,10 @@
 //! timestamps change between scrapes.
 
 use std::fmt;
-use std::sync::Arc;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::{Arc, OnceLock};
+use triomphe::ThinArc;
 
 /// Label name that carries the metric name.
 pub const METRIC_NAME: &str = "__name__";
@@ -55,8 +58,78 @@ impl fmt::Debug for Label {
 
 /// A label set sorted bytewise by name, without duplicate names and without
 /// empty values (an empty value means "absent", as in Prometheus).
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct Labels(Arc<[Label]>);
+///
+/// One allocation, behind a one-word pointer: a header, then the labels.
+/// The header holds the set's [`stable_hash`](Labels::stable_hash),
+/// computed once when the set is built (every sample sent is sharded by it),
+/// and room for bytes an exporter derives from the set and keeps with it
+/// (see [`Labels::keep_derived`]). Equality, hashing and order are the
+/// labels' own.
+#[derive(Clone)]
+pub struct Labels(ThinArc<Header, Label>);
+
+struct Header {
+    hash: u64,
+    derived: OnceLock<Derived>,
+}
+
+/// Bytes derived from a label set, with the tag of what they were derived
+/// with; their size counts against [`DERIVED_BUDGET`] while they live.
+struct Derived {
+    tag: u64,
+    bytes: Box<[u8]>,
+}
+
+/// What a kept derivation costs against the budget: its bytes and their box.
+fn derived_cost(len: usize) -> usize {
+    len + 16
+}
+
+impl Drop for Derived {
+    fn drop(&mut self) {
+        DERIVED_BYTES.fetch_sub(derived_cost(self.bytes.len()), AtomicOrdering::Relaxed);
+    }
+}
+
+/// Bytes kept with label sets by [`Labels::keep_derived`], in the process.
+static DERIVED_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// The most bytes label sets keep derived from them, in the process: a
+/// cache of work, not worth unbounded memory (at a million active series,
+/// one encoding each would be about 200 MB). Past it, sets keep nothing new.
+pub const DERIVED_BUDGET: usize = 48 << 20;
+
+impl PartialEq for Labels {
+    fn eq(&self, other: &Labels) -> bool {
+        Labels::ptr_eq(self, other) || self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for Labels {}
+
+impl Hash for Labels {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_slice().hash(state)
+    }
+}
+
+impl PartialOrd for Labels {
+    fn partial_cmp(&self, other: &Labels) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Labels {
+    fn cmp(&self, other: &Labels) -> std::cmp::Ordering {
+        self.as_slice().cmp(other.as_slice())
+    }
+}
+
+impl Default for Labels {
+    fn default() -> Labels {
+        Labels::from_vec(Vec::new())
+    }
+}
 
 impl Labels {
     /// Builds a label set: sorts by name, drops empty values. When a name
@@ -73,7 +146,8 @@ impl Labels {
                 _ => out.push(l),
             }
         }
-        Labels(out.into())
+        let header = Header { hash: values_hash(&out), derived: OnceLock::new() };
+        Labels(ThinArc::from_header_and_iter(header, out.into_iter()))
     }
 
     /// Builds from pairs of strings.
@@ -82,24 +156,25 @@ impl Labels {
     }
 
     pub fn iter(&self) -> std::slice::Iter<'_, Label> {
-        self.0.iter()
+        self.0.slice.iter()
     }
 
     pub fn as_slice(&self) -> &[Label] {
-        &self.0
+        &self.0.slice
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.0.slice.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.slice.is_empty()
     }
 
     /// Value of the label `name`, if present.
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0.binary_search_by(|l| l.name.as_bytes().cmp(name.as_bytes())).ok().map(|i| &*self.0[i].value)
+        let s = &self.0.slice;
+        s.binary_search_by(|l| l.name.as_bytes().cmp(name.as_bytes())).ok().map(|i| &*s[i].value)
     }
 
     /// The metric name (`__name__`), or "" when absent.
@@ -110,7 +185,7 @@ impl Labels {
     /// True when both are the same allocation (the same interned label set),
     /// which implies equal content; a pointer comparison.
     pub fn ptr_eq(a: &Labels, b: &Labels) -> bool {
-        Arc::ptr_eq(&a.0, &b.0)
+        a.0.ptr() == b.0.ptr()
     }
 
     /// Whether another clone of this label set is alive: a receiver's
@@ -118,64 +193,58 @@ impl Labels {
     /// one worth caching work for (see the remote-write encoder), and a
     /// cache's own clone that is no longer shared belongs to a series gone.
     pub fn is_shared(&self) -> bool {
-        Arc::strong_count(&self.0) > 1
+        ThinArc::strong_count(&self.0) > 1
     }
 
     /// Address of the shared allocation: an identity of this label set for
     /// as long as a clone of it is held.
     pub fn addr(&self) -> usize {
-        Arc::as_ptr(&self.0) as *const Label as usize
+        self.0.ptr() as usize
     }
 
     /// A stable 64-bit hash of the label set, used to shard series across
     /// sending consumers (also for the on-disk queue's layout, so it must not
     /// change between runs or versions: it is written out here, not taken
-    /// from a crate) and to spread scrapes. It runs for every sample sent,
-    /// so it reads eight bytes at a time (a byte-at-a-time FNV-1a here was a
-    /// quarter of the agent's CPU). Not a defence against crafted inputs:
-    /// a collision only puts two series on the same consumer.
+    /// from a crate) and to spread scrapes. Every sample sent is sharded by
+    /// it, so it is computed once, when the set is built, and kept in the
+    /// header (hashing per sample was 6% of the agent's CPU under `perf`).
+    /// Not a defence against crafted inputs: a collision only puts two
+    /// series on the same consumer.
     pub fn stable_hash(&self) -> u64 {
-        const K: u64 = 0x9e37_79b9_7f4a_7c15;
-        #[inline]
-        fn mix(h: u64, w: u64) -> u64 {
-            (h.rotate_left(23) ^ w).wrapping_mul(K)
+        self.0.header.header.hash
+    }
+
+    /// Bytes kept with this set by [`Labels::keep_derived`] with `tag`.
+    pub fn derived(&self, tag: u64) -> Option<&[u8]> {
+        self.0.header.header.derived.get().filter(|d| d.tag == tag).map(|d| &*d.bytes)
+    }
+
+    /// Keeps `bytes`, derived from this set by whoever `tag` names (the
+    /// remote-write encoder: the set's label fields, with its external
+    /// labels), for as long as the set lives. A set keeps one derivation:
+    /// false when it already has one, or when [`DERIVED_BUDGET`] is spent.
+    pub fn keep_derived(&self, tag: u64, bytes: &[u8]) -> bool {
+        let cell = &self.0.header.header.derived;
+        if cell.get().is_some() {
+            return false;
         }
-        #[inline]
-        fn feed(mut h: u64, s: &[u8], sep: u64) -> u64 {
-            let mut chunks = s.chunks_exact(8);
-            for c in &mut chunks {
-                let mut w = [0u8; 8];
-                w.copy_from_slice(c);
-                h = mix(h, u64::from_le_bytes(w));
-            }
-            // The tail, its length and which string this was, in one word,
-            // so "ab" + "c" and "a" + "bc" differ.
-            let mut w = 0u64;
-            for (i, b) in chunks.remainder().iter().enumerate() {
-                w |= u64::from(*b) << (8 * i);
-            }
-            mix(h, w ^ ((chunks.remainder().len() as u64) << 56) ^ (sep << 60))
+        let cost = derived_cost(bytes.len());
+        if DERIVED_BYTES.fetch_add(cost, AtomicOrdering::Relaxed) + cost > DERIVED_BUDGET {
+            DERIVED_BYTES.fetch_sub(cost, AtomicOrdering::Relaxed);
+            return false;
         }
-        // Values only, in name order, with the count of labels: equal label
-        // sets hash equal, which is all sharding needs, and the names (a small
-        // set, the same on every series of a family) would double the work
-        // for little spread. `{a="x"}` and `{b="x"}` collide; that is fine.
-        let mut h = K ^ self.0.len() as u64;
-        for l in self.0.iter() {
-            h = feed(h, l.value.as_bytes(), 1);
-        }
-        // Final avalanche (MurmurHash3's fmix64): consumers take it modulo a
-        // small count, so the low bits must depend on every input bit.
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^ (h >> 33)
+        // A race lost to another thread drops ours, which gives back its cost.
+        cell.set(Derived { tag, bytes: bytes.into() }).is_ok()
+    }
+
+    /// Bytes all label sets of the process keep derived from them.
+    pub fn derived_bytes() -> usize {
+        DERIVED_BYTES.load(AtomicOrdering::Relaxed)
     }
 
     /// Returns a copy with `name` set to `value` (removed when empty).
     pub fn with(&self, name: &str, value: &str) -> Labels {
-        let mut v: Vec<Label> = self.0.iter().filter(|l| &*l.name != name).cloned().collect();
+        let mut v: Vec<Label> = self.iter().filter(|l| &*l.name != name).cloned().collect();
         if !value.is_empty() {
             v.push(Label::new(name, value));
         }
@@ -183,9 +252,49 @@ impl Labels {
     }
 }
 
+/// See [`Labels::stable_hash`].
+fn values_hash(labels: &[Label]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    #[inline]
+    fn mix(h: u64, w: u64) -> u64 {
+        (h.rotate_left(23) ^ w).wrapping_mul(K)
+    }
+    #[inline]
+    fn feed(mut h: u64, s: &[u8], sep: u64) -> u64 {
+        let mut chunks = s.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            h = mix(h, u64::from_le_bytes(w));
+        }
+        // The tail, its length and which string this was, in one word,
+        // so "ab" + "c" and "a" + "bc" differ.
+        let mut w = 0u64;
+        for (i, b) in chunks.remainder().iter().enumerate() {
+            w |= u64::from(*b) << (8 * i);
+        }
+        mix(h, w ^ ((chunks.remainder().len() as u64) << 56) ^ (sep << 60))
+    }
+    // Values only, in name order, with the count of labels: equal label
+    // sets hash equal, which is all sharding needs, and the names (a small
+    // set, the same on every series of a family) would double the work
+    // for little spread. `{a="x"}` and `{b="x"}` collide; that is fine.
+    let mut h = K ^ labels.len() as u64;
+    for l in labels.iter() {
+        h = feed(h, l.value.as_bytes(), 1);
+    }
+    // Final avalanche (MurmurHash3's fmix64): consumers take it modulo a
+    // small count, so the low bits must depend on every input bit.
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
 impl fmt::Debug for Labels {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.0.iter()).finish()
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
@@ -194,7 +303,7 @@ impl fmt::Display for Labels {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}{{", self.metric_name())?;
         let mut first = true;
-        for l in self.0.iter().filter(|l| &*l.name != METRIC_NAME) {
+        for l in self.iter().filter(|l| &*l.name != METRIC_NAME) {
             if !first {
                 f.write_str(",")?;
             }
@@ -284,6 +393,26 @@ impl Batch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_set_is_its_labels_whatever_its_header_keeps() {
+        use std::hash::BuildHasher;
+        let a = Labels::from_pairs([("b", "2"), ("a", "1")]);
+        let b = Labels::from_pairs([("a", "1"), ("b", "2"), ("c", "")]);
+        assert!(!Labels::ptr_eq(&a, &b));
+        assert!(b.keep_derived(7, b"fields"));
+        assert!(!b.keep_derived(8, b"other"), "one derivation per set");
+        assert_eq!((b.derived(7), b.derived(8), a.derived(7)), (Some(&b"fields"[..]), None, None));
+        let h = std::collections::hash_map::RandomState::new();
+        assert_eq!(a, b);
+        assert_eq!(h.hash_one(&a), h.hash_one(&b));
+        assert_eq!(a.cmp(&b), std::cmp::Ordering::Equal);
+        assert_eq!(a.stable_hash(), b.stable_hash());
+        assert!(Labels::from_pairs([("a", "0")]) < a);
+        assert_eq!(std::mem::size_of::<Labels>(), 8);
+        assert_eq!(std::mem::size_of::<Option<Labels>>(), 8);
+        assert_eq!(Labels::default().len(), 0);
+    }
 
     const PINNED: u64 = 0xbc59_45d5_64c3_09ec;
 

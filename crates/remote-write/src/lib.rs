@@ -260,45 +260,21 @@ pub fn with_external(labels: &Labels, external: &[model::Label]) -> Labels {
     Labels::from_vec(v)
 }
 
-/// The encoded label fields of long-lived label sets: from one request to
-/// the next only a series' samples change, so its labels are encoded once.
-/// Keyed by the set's address; each entry holds a clone of the set, so the
-/// address cannot be reused while the entry lives. Only a set that is
-/// [shared](Labels::is_shared) when first encoded is kept (a receiver's
-/// scrape cache holds the sets of its live series; a set built for one
-/// batch, or read back from a disk queue, is not worth keeping). An entry
-/// whose set is no longer shared belongs to a series that is gone, and is
-/// swept once the table has doubled since the last sweep.
-///
-/// At most [`LabelBlocks::MAX`] sets are kept per encoder (about 7 MB): the
-/// cache trades memory (a second copy of a series' labels, about 220 bytes)
-/// for CPU, and at a million active series that copy would be a fifth of the
-/// agent's memory. Beyond the cap, series are encoded each time, as before.
-#[derive(Default)]
-struct LabelBlocks {
-    map: rustc_hash::FxHashMap<usize, (Labels, Box<[u8]>)>,
-    after_sweep: usize,
-    /// Encodes since the last sweep, to sweep a full table now and then
-    /// (series that went away make room for new ones).
-    since_sweep: u32,
-}
-
-impl LabelBlocks {
-    const MAX: usize = 1 << 15;
-
-    fn has_room(&self) -> bool {
-        self.map.len() < Self::MAX
-    }
-
-    fn sweep_if_grown(&mut self) {
-        self.since_sweep += 1;
-        let full = !self.has_room() && self.since_sweep >= 64;
-        if full || self.map.len() > 2 * self.after_sweep + 1024 {
-            self.map.retain(|_, (l, _)| l.is_shared());
-            self.after_sweep = self.map.len();
-            self.since_sweep = 0;
+/// The tag under which an encoder keeps a set's encoded label fields with
+/// the set ([`Labels::keep_derived`]): one per distinct list of external
+/// labels in the process, so encoders that add the same ones share the
+/// encoding and others cannot mistake it for theirs.
+fn label_fields_tag(external: &[model::Label]) -> u64 {
+    static LISTS: std::sync::Mutex<Vec<Vec<model::Label>>> = std::sync::Mutex::new(Vec::new());
+    let mut lists = LISTS.lock().unwrap_or_else(|p| p.into_inner());
+    let i = match lists.iter().position(|l| l.as_slice() == external) {
+        Some(i) => i,
+        None => {
+            lists.push(external.to_vec());
+            lists.len() - 1
         }
-    }
+    };
+    i as u64 + 1
 }
 
 /// Buffers larger than this are shrunk when a request needed under a quarter
@@ -318,7 +294,8 @@ pub struct Encoder {
     ends: Vec<usize>,
     /// Added to every series' labels (see [`Encoder::with_external_labels`]).
     external: Vec<model::Label>,
-    blocks: LabelBlocks,
+    /// Whose label fields a set keeps (see [`label_fields_tag`]).
+    tag: u64,
     scratch: Vec<u8>,
 }
 
@@ -346,7 +323,7 @@ impl Encoder {
             snappy: snap::raw::Encoder::new(),
             ends: Vec::new(),
             external: Vec::new(),
-            blocks: LabelBlocks::default(),
+            tag: label_fields_tag(&[]),
             scratch: Vec::new(),
         }
     }
@@ -354,22 +331,22 @@ impl Encoder {
     /// An encoder that adds `external` to every series' labels (each one a
     /// series lacks), as Prometheus adds `external_labels`.
     pub fn with_external_labels(external: Vec<model::Label>) -> Self {
-        Encoder { external, ..Encoder::new() }
+        let tag = label_fields_tag(&external);
+        Encoder { external, tag, ..Encoder::new() }
     }
 
-    /// How many label sets have their encoding kept.
-    pub fn cached_label_sets(&self) -> usize {
-        self.blocks.map.len()
-    }
-
-    /// Appends the `TimeSeries` of `s` to `raw`: its label fields from the
-    /// cache, or encoded (with the external labels) and kept when its set
-    /// is shared.
+    /// Appends the `TimeSeries` of `s` to `raw`. From one request to the
+    /// next only a series' samples change, so its label fields (with the
+    /// external labels) are encoded once and kept with its label set. Only
+    /// a set that is [shared](Labels::is_shared) keeps them: a receiver's
+    /// scrape cache holds the sets of its live series, while a set built
+    /// for one batch, or read back from a disk queue, is not worth it. The
+    /// encoding goes with the set, and the process keeps at most
+    /// [`model::DERIVED_BUDGET`] bytes of them; past that, series are
+    /// encoded each time.
     fn put(&mut self, s: &Series) {
-        if let Some((l, block)) = self.blocks.map.get(&s.labels.addr())
-            && Labels::ptr_eq(l, &s.labels)
-        {
-            put_series(&mut self.raw, block, &s.samples);
+        if let Some(fields) = s.labels.derived(self.tag) {
+            put_series(&mut self.raw, fields, &s.samples);
             return;
         }
         self.scratch.clear();
@@ -379,8 +356,8 @@ impl Encoder {
             put_label_fields(&mut self.scratch, &with_external(&s.labels, &self.external));
         }
         put_series(&mut self.raw, &self.scratch, &s.samples);
-        if s.labels.is_shared() && self.blocks.has_room() {
-            self.blocks.map.insert(s.labels.addr(), (s.labels.clone(), self.scratch.as_slice().into()));
+        if s.labels.is_shared() {
+            s.labels.keep_derived(self.tag, &self.scratch);
         }
     }
 
@@ -404,7 +381,6 @@ impl Encoder {
         for s in series {
             self.put(s);
         }
-        self.blocks.sweep_if_grown();
         encode_protobuf(&mut self.raw, &[], metadata);
         let end = self.raw.len();
         self.compress(0..end)?;
@@ -453,7 +429,6 @@ impl Encoder {
             self.put(s);
             self.ends.push(self.raw.len());
         }
-        self.blocks.sweep_if_grown();
         let mut first = 0; // index of the first series of the current body
         let mut start = 0; // its byte offset (0 for the first body: metadata included)
         let mut i = 0;

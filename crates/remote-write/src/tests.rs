@@ -222,12 +222,17 @@ fn chunked_encoding_cuts_at_series_boundaries() {
     assert_eq!(n, 1);
 }
 
+/// Tests that need the process' budget for kept label fields run one at a
+/// time (one of them spends it all).
+static BUDGET: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The label fields of a live series are encoded once and reused; the bytes
 /// are what prost writes for the same series with the external labels added
 /// (the reference encoding), on the first request and on every later one,
 /// and an entry goes once its series is gone.
 #[test]
 fn label_blocks_are_reused_and_byte_identical_to_prost() {
+    let _serial = BUDGET.lock().unwrap_or_else(|p| p.into_inner());
     use crate::{Encoder, to_write_request, with_external};
     use infertel_model::{Label, Labels, Sample, Series};
     use prost::Message;
@@ -270,34 +275,43 @@ fn label_blocks_are_reused_and_byte_identical_to_prost() {
             .collect();
         let want = to_write_request(&reference, &[]).encode_to_vec();
         assert_eq!(snap::raw::Decoder::new().decompress_vec(&body).unwrap(), want, "round {round}");
-        assert_eq!(enc.cached_label_sets(), live.len(), "round {round}");
+        // Every live set keeps its fields, exactly what the request carries
+        // for it; the one-off set keeps nothing.
+        for (l, r) in live.iter().zip(&reference) {
+            let mut own = Vec::new();
+            crate::put_label_fields(&mut own, &r.labels);
+            assert_eq!(l.derived(enc.tag), Some(own.as_slice()), "round {round}: {l}");
+        }
+        assert_eq!(with_one_off.last().and_then(|s| s.labels.derived(enc.tag)), None);
     }
-    // Series that are gone (the receiver dropped their sets) are swept once
-    // the table has grown enough.
-    drop(live);
-    let fresh: Vec<Labels> =
-        (0..8000).map(|i| Labels::from_pairs([("__name__", "n"), ("i", &format!("{i}"))])).collect();
-    let series: Vec<Series> = fresh
+    // An encoder without those external labels does not take them for its
+    // own: it encodes the series itself, byte for byte prost's encoding.
+    let mut plain = Encoder::new();
+    assert_ne!(plain.tag, enc.tag);
+    let series: Vec<Series> = live
         .iter()
         .map(|l| Series {
             labels: l.clone(),
             samples: infertel_model::samples![Sample { timestamp_ms: 1, value: 1.0 }],
         })
         .collect();
-    enc.encode(&series, &[]);
-    assert_eq!(enc.cached_label_sets(), fresh.len());
+    let body = plain.encode(&series, &[]).to_vec();
+    assert_eq!(
+        snap::raw::Decoder::new().decompress_vec(&body).unwrap(),
+        to_write_request(&series, &[]).encode_to_vec()
+    );
+    // One with the same external labels shares them.
+    assert_eq!(Encoder::with_external_labels(external.clone()).tag, enc.tag);
 }
 
-/// The cache is bounded: past its cap, series are encoded each time (and
-/// still byte-identical); a full table makes room once series go away.
+/// What sets keep is bounded for the whole process: past the budget,
+/// series are encoded each time (still byte-identical), and a set's bytes
+/// are given back when the set goes.
 #[test]
-fn label_blocks_are_bounded_and_make_room_when_series_go() {
+fn kept_label_fields_are_bounded_and_given_back_when_sets_go() {
     use crate::{Encoder, to_write_request};
-    use infertel_model::{Labels, Sample, Series};
+    use infertel_model::{DERIVED_BUDGET, Labels, Sample, Series};
     use prost::Message;
-    let make = |from: usize, n: usize| -> Vec<Labels> {
-        (from..from + n).map(|i| Labels::from_pairs([("__name__", "n"), ("i", &format!("{i}"))])).collect()
-    };
     let batch = |sets: &[Labels]| -> Vec<Series> {
         sets.iter()
             .map(|l| Series {
@@ -306,28 +320,31 @@ fn label_blocks_are_bounded_and_make_room_when_series_go() {
             })
             .collect()
     };
+    let _serial = BUDGET.lock().unwrap_or_else(|p| p.into_inner());
+    // Sets with about 4 KB of labels each, enough to pass the budget.
+    let pad = "x".repeat(4000);
+    let n = DERIVED_BUDGET / 4000 + 500;
+    let sets: Vec<Labels> =
+        (0..n).map(|i| Labels::from_pairs([("__name__", "n"), ("i", &format!("{i}")), ("pad", &pad)])).collect();
     let mut enc = Encoder::new();
-    let first = make(0, 40_000);
-    let series = batch(&first);
-    let body = enc.encode(&series, &[]).to_vec();
-    assert_eq!(
-        snap::raw::Decoder::new().decompress_vec(&body).unwrap(),
-        to_write_request(&series, &[]).encode_to_vec()
-    );
-    let kept = enc.cached_label_sets();
-    assert!((30_000..=32_768).contains(&kept), "{kept}");
-    // The first sets go away; new ones come. After enough encodes the
-    // dead entries are swept and the new sets are kept.
-    drop(series);
-    drop(first);
-    let second = make(100_000, 20_000);
-    for _ in 0..70 {
-        let series = batch(&second);
-        let body = enc.encode(&series, &[]).to_vec();
+    let series = batch(&sets);
+    for chunk in series.chunks(2_000) {
+        let body = enc.encode(chunk, &[]).to_vec();
         assert_eq!(
             snap::raw::Decoder::new().decompress_vec(&body).unwrap(),
-            to_write_request(&series, &[]).encode_to_vec()
+            to_write_request(chunk, &[]).encode_to_vec()
         );
     }
-    assert_eq!(enc.cached_label_sets(), second.len());
+    let kept = sets.iter().filter(|l| l.derived(enc.tag).is_some()).count();
+    assert!(kept > 0 && kept < n, "{kept} of {n} kept");
+    assert!(Labels::derived_bytes() <= DERIVED_BUDGET, "{}", Labels::derived_bytes());
+    // The sets go: their bytes are given back, and new sets keep theirs.
+    let before = Labels::derived_bytes();
+    drop(series);
+    drop(sets);
+    assert!(Labels::derived_bytes() + kept * 4000 <= before, "{} then {}", before, Labels::derived_bytes());
+    let fresh: Vec<Labels> =
+        (0..100).map(|i| Labels::from_pairs([("__name__", "m"), ("i", &format!("{i}"))])).collect();
+    enc.encode(&batch(&fresh), &[]);
+    assert!(fresh.iter().all(|l| l.derived(enc.tag).is_some()));
 }

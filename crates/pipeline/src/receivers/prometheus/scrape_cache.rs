@@ -5,7 +5,7 @@
 //! Slots live in one vector in the order series first appeared, so a scrape
 //! of a target whose body keeps its order walks memory in order. The two
 //! indexes hold 4-byte slot numbers and take their hashes from the slot:
-//! a series costs its 72-byte slot plus about 10 bytes of index, where two
+//! a series costs its 64-byte slot plus about 10 bytes of index, where two
 //! hash maps keyed by 128-bit hashes cost about 230.
 
 use hashbrown::HashTable;
@@ -268,6 +268,7 @@ mod tests {
         assert_eq!(t.iter().map(|(k, _)| k).collect::<Vec<_>>(), [1, 3]);
         t.forget_raw();
         assert_eq!((t.raw_keys(), t.find_raw(111, 5)), (0, None));
+        assert_eq!(std::mem::size_of::<Slot>(), 64);
     }
 
     #[test]

@@ -237,6 +237,26 @@ impl Labels {
         cell.set(Derived { tag, bytes: bytes.into() }).is_ok()
     }
 
+    /// Asks the CPU to start loading this set's header (its hash and what
+    /// it keeps), for a loop that reads it a few series later: an exporter
+    /// reads sets a receiver touched long before, so each first read is a
+    /// cache miss (15% of the agent's CPU under `perf`, in one instruction).
+    #[inline]
+    pub fn prefetch(&self) {
+        prefetch_line(self.0.ptr().cast());
+    }
+
+    /// Like [`Labels::prefetch`], for the bytes kept with `tag`: reads the
+    /// header, so call it after `prefetch` had time to bring it.
+    #[inline]
+    pub fn prefetch_derived(&self, tag: u64) {
+        if let Some(d) = self.0.header.header.derived.get()
+            && d.tag == tag
+        {
+            prefetch_line(d.bytes.as_ptr());
+        }
+    }
+
     /// Bytes all label sets of the process keep derived from them.
     pub fn derived_bytes() -> usize {
         DERIVED_BYTES.load(AtomicOrdering::Relaxed)
@@ -250,6 +270,19 @@ impl Labels {
         }
         Labels::from_vec(v)
     }
+}
+
+/// A hint to load the cache line at `p`; nothing on other architectures.
+#[inline]
+fn prefetch_line(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing the program sees and cannot fault,
+    // whatever the address; SSE, which it needs, is part of x86_64.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// See [`Labels::stable_hash`].

@@ -348,3 +348,41 @@ fn kept_label_fields_are_bounded_and_given_back_when_sets_go() {
     enc.encode(&batch(&fresh), &[]);
     assert!(fresh.iter().all(|l| l.derived(enc.tag).is_some()));
 }
+
+/// A big request's buffers are kept while requests of mixed sizes come
+/// (no regrowth, no page faults each time), and given back once small
+/// requests have come for a while.
+#[test]
+fn big_buffers_are_kept_through_mixed_sizes_and_shrunk_after_a_quiet_while() {
+    use crate::{Encoder, SHRINK_ABOVE, SHRINK_AFTER};
+    use infertel_model::{Labels, Sample, Series};
+    let batch = |n: usize| -> Vec<Series> {
+        (0..n)
+            .map(|i| Series {
+                labels: Labels::from_pairs([("__name__", "m"), ("i", &format!("{i:07}"))]),
+                samples: infertel_model::samples![Sample { timestamp_ms: i as i64, value: i as f64 }],
+            })
+            .collect()
+    };
+    let (big, small) = (batch(200_000), batch(10));
+    let mut enc = Encoder::new();
+    enc.encode(&big, &[]);
+    let (raw, compressed) = enc.buffer_sizes();
+    assert!(raw > SHRINK_ABOVE && compressed > SHRINK_ABOVE, "{raw} {compressed}");
+    for round in 0..3 {
+        for _ in 0..SHRINK_AFTER - 1 {
+            enc.encode(&small, &[]);
+        }
+        assert_eq!(enc.buffer_sizes(), (raw, compressed), "round {round}: kept");
+        enc.encode(&big, &[]);
+    }
+    for _ in 0..SHRINK_AFTER {
+        enc.encode(&small, &[]);
+    }
+    let (r, c) = enc.buffer_sizes();
+    assert!(r < SHRINK_ABOVE && c < SHRINK_ABOVE, "shrunk: {r} {c}");
+    // And still right.
+    let body = enc.encode(&small, &[]).to_vec();
+    let back = crate::decode(&body).unwrap();
+    assert_eq!(back.timeseries.len(), 10);
+}

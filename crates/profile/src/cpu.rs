@@ -82,7 +82,7 @@ impl CpuProfiler {
         drop(report);
         // Symbolizing loads the binary's debug info into a cache that would
         // otherwise stay resident (tens of MiB): let it go.
-        backtrace::clear_symbol_cache();
+        crate::release_symbol_memory();
         Ok(gzipped(&b.finish(self.started, sampled, None)))
     }
 }

@@ -357,7 +357,7 @@ pub fn profile(default: &str) -> Result<Vec<u8>, ProfileError> {
     drop(resolved);
     // Symbolizing loads the binary's debug info into a cache that would
     // otherwise stay resident (tens of MiB): let it go.
-    backtrace::clear_symbol_cache();
+    crate::release_symbol_memory();
     let now = SystemTime::now();
     Ok(gzipped(&b.finish(now, now.duration_since(started).unwrap_or_default(), Some(default))))
 }

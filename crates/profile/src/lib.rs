@@ -30,3 +30,17 @@ pub enum ProfileError {
     #[error("heap sampling is off: it starts with the pprof extension")]
     HeapOff,
 }
+
+/// Lets go of what symbolizing a profile took: the debug info the unwinder
+/// loaded (tens of MiB, more for a binary built with full debug info) and,
+/// on glibc, the freed heap it leaves, which glibc would otherwise keep
+/// mapped (the resident set stayed about 110 MiB higher after one heap
+/// profile was fetched from the agent at 100 targets).
+pub(crate) fn release_symbol_memory() {
+    backtrace::clear_symbol_cache();
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks glibc's own heap under its locks.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}

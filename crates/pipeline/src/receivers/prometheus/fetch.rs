@@ -23,7 +23,6 @@ use reqwest::header::{
     ACCEPT, ACCEPT_ENCODING, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue,
     USER_AGENT,
 };
-use std::io::Read;
 use std::time::{Duration, Instant};
 
 /// The most a direct connection buffers of a response at once: a body
@@ -88,18 +87,19 @@ pub(super) async fn fetch(
             let declared = resp.headers().get(reqwest::header::CONTENT_LENGTH);
             let declared = declared.and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
             let mut body = resp.into_body();
-            let mut compressed = Vec::new();
-            let into = if gzip { &mut compressed } else { &mut *buf };
-            reserve(into, declared, limit);
+            let mut sink = if gzip {
+                Sink::Gzip(Gunzip::new(&mut *buf, limit))
+            } else {
+                reserve(buf, declared, limit);
+                Sink::Plain(&mut *buf, limit)
+            };
             while let Some(frame) = body.frame().await {
                 let frame = frame.map_err(|e| fail("body", format!("error reading response body: {e}")))?;
                 if let Some(chunk) = frame.data_ref() {
-                    take(into, chunk, if gzip { 0 } else { limit })?;
+                    sink.take(chunk)?;
                 }
             }
-            if gzip {
-                gunzip(&compressed, buf, limit)?;
-            }
+            sink.finish()?;
             return Ok(ct);
         }
         // A target that redirects is scraped through the job's client from
@@ -145,23 +145,87 @@ fn reserve(buf: &mut Vec<u8>, declared: Option<u64>, limit: u64) {
 /// Prometheus (`n >= bodySizeLimit` after reading at most the limit).
 fn take(buf: &mut Vec<u8>, chunk: &[u8], limit: u64) -> Result<(), ScrapeFailure> {
     if limit > 0 && (buf.len() + chunk.len()) as u64 >= limit {
-        return Err(fail("body_size_limit", format!("body size limit exceeded: {limit} bytes or more")));
+        return Err(over_limit(limit));
     }
     buf.extend_from_slice(chunk);
     Ok(())
 }
 
-/// Decompresses a gzip body into `buf`, the limit counting the decompressed
-/// bytes (as Prometheus reads the body through its gzip reader).
-fn gunzip(compressed: &[u8], buf: &mut Vec<u8>, limit: u64) -> Result<(), ScrapeFailure> {
-    let mut d = flate2::bufread::GzDecoder::new(compressed);
-    let mut piece = [0u8; 16 << 10];
-    loop {
-        let n = d.read(&mut piece).map_err(|e| fail("body", format!("error decoding response body: gzip: {e}")))?;
-        if n == 0 {
-            return Ok(());
+fn over_limit(limit: u64) -> ScrapeFailure {
+    fail("body_size_limit", format!("body size limit exceeded: {limit} bytes or more"))
+}
+
+/// Where a direct response's body goes, `body_size_limit` counting what
+/// lands in the scrape buffer.
+enum Sink<'a> {
+    Plain(&'a mut Vec<u8>, u64),
+    Gzip(Gunzip<'a>),
+}
+
+impl Sink<'_> {
+    fn take(&mut self, chunk: &[u8]) -> Result<(), ScrapeFailure> {
+        match self {
+            Sink::Plain(buf, limit) => take(buf, chunk, *limit),
+            Sink::Gzip(g) => g.push(chunk),
         }
-        take(buf, &piece[..n], limit)?;
+    }
+
+    fn finish(self) -> Result<(), ScrapeFailure> {
+        match self {
+            Sink::Plain(..) => Ok(()),
+            Sink::Gzip(g) => g.finish(),
+        }
+    }
+}
+
+/// A gzip body decoded as it arrives, into the scrape buffer, the limit
+/// counting decoded bytes (as Prometheus reads the body through its gzip
+/// reader): neither the compressed body nor a decoded one past the limit
+/// is ever held whole.
+struct Gunzip<'a>(flate2::write::GzDecoder<Limited<'a>>);
+
+/// The scrape buffer as the decoder's output, under the limit.
+struct Limited<'a> {
+    buf: &'a mut Vec<u8>,
+    limit: u64,
+    exceeded: bool,
+}
+
+impl std::io::Write for Limited<'_> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if take(self.buf, b, self.limit).is_err() {
+            self.exceeded = true;
+            return Err(std::io::Error::other("body size limit exceeded"));
+        }
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> Gunzip<'a> {
+    fn new(buf: &'a mut Vec<u8>, limit: u64) -> Gunzip<'a> {
+        Gunzip(flate2::write::GzDecoder::new(Limited { buf, limit, exceeded: false }))
+    }
+
+    fn failed(&self, e: std::io::Error) -> ScrapeFailure {
+        let out = self.0.get_ref();
+        if out.exceeded {
+            over_limit(out.limit)
+        } else {
+            fail("body", format!("error decoding response body: gzip: {e}"))
+        }
+    }
+
+    fn push(&mut self, chunk: &[u8]) -> Result<(), ScrapeFailure> {
+        std::io::Write::write_all(&mut self.0, chunk).map_err(|e| self.failed(e))
+    }
+
+    /// Ends the stream: a body cut short (no trailer) is an error.
+    fn finish(mut self) -> Result<(), ScrapeFailure> {
+        self.0.try_finish().map_err(|e| self.failed(e))
     }
 }
 
@@ -328,20 +392,42 @@ mod tests {
     }
 
     #[test]
-    fn a_gzip_body_counts_against_the_limit_decompressed() {
+    fn a_gzip_body_is_decoded_as_it_arrives_under_the_limit() {
         use std::io::Write;
+        let gz = |body: &[u8]| {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(body).unwrap();
+            e.finish().unwrap()
+        };
+        // Fed in pieces of 7 bytes, as a body arrives in frames.
+        let decode = |gz: &[u8], limit: u64| {
+            let mut buf = Vec::new();
+            let mut g = Gunzip::new(&mut buf, limit);
+            for piece in gz.chunks(7) {
+                g.push(piece)?;
+            }
+            g.finish().map(|()| buf)
+        };
         let body = "a 1\n".repeat(1000);
-        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        e.write_all(body.as_bytes()).unwrap();
-        let gz = e.finish().unwrap();
-        assert!(gz.len() < 200, "{}", gz.len());
+        let small = gz(body.as_bytes());
+        assert!(small.len() < 200, "{}", small.len());
+        assert_eq!(decode(&small, 0).unwrap(), body.as_bytes());
+        assert_eq!(decode(&small, 4001).unwrap(), body.as_bytes());
+        // Exactly the limit fails, as in Prometheus.
+        assert_eq!(decode(&small, 4000).unwrap_err().reason, "body_size_limit");
+        // Cut short: no trailer.
+        assert_eq!(decode(&small[..small.len() / 2], 0).unwrap_err().reason, "body");
+        assert_eq!(decode(&small[..small.len() - 4], 0).unwrap_err().reason, "body");
+        assert_eq!(decode(b"not gzip at all", 0).unwrap_err().reason, "body");
+        // 64 MiB of zeros in 64 KiB of gzip, under a 1 MiB limit: refused
+        // while decoding, holding no more than the limit.
+        let bomb = gz(&vec![0u8; 64 << 20]);
+        assert!(bomb.len() < 128 << 10, "{}", bomb.len());
         let mut buf = Vec::new();
-        gunzip(&gz, &mut buf, 0).unwrap();
-        assert_eq!(buf, body.as_bytes());
-        buf.clear();
-        assert_eq!(gunzip(&gz, &mut buf, 4000).unwrap_err().reason, "body_size_limit");
-        buf.clear();
-        gunzip(&gz, &mut buf, 4001).unwrap();
-        assert_eq!(gunzip(&gz[..gz.len() / 2], &mut Vec::new(), 0).unwrap_err().reason, "body");
+        let mut g = Gunzip::new(&mut buf, 1 << 20);
+        let err = bomb.chunks(READ_BUF).map(|p| g.push(p)).find_map(Result::err).expect("refused");
+        assert_eq!(err.reason, "body_size_limit");
+        drop(g);
+        assert!(buf.len() < 1 << 20, "{}", buf.len());
     }
 }

@@ -121,6 +121,23 @@ impl SeriesCache {
     }
 }
 
+/// A series' identity: the hash of its name and labels in name order, so
+/// two spellings of one series (label order, blanks) are one series, as
+/// Prometheus tracks a series by its label set. `scratch` is reused.
+fn identity_key(scratch: &mut Vec<u8>, name: &str, raw: &[infertel_exposition::Label<'_>]) -> u128 {
+    scratch.clear();
+    scratch.extend_from_slice(name.as_bytes());
+    let mut sorted: Vec<_> = raw.iter().collect();
+    sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    for (n, v) in sorted {
+        scratch.push(0xff);
+        scratch.extend_from_slice(n.as_bytes());
+        scratch.push(0xfe);
+        scratch.extend_from_slice(v.as_bytes());
+    }
+    xxhash_rust::xxh3::xxh3_128(scratch)
+}
+
 /// Adds target labels to a sample's labels, as Prometheus 2.42's
 /// `mutateSampleLabels`: with `honor_labels` the scraped value wins;
 /// otherwise the target's wins and the scraped one moves to
@@ -257,32 +274,9 @@ pub fn build_series(
         // its identity, or new.
         let known = s.known.and_then(|i| u32::try_from(i).ok());
         let (slot, new) = match known {
-            Some(i) if cache.table.get(i).is_some() => (i, false),
-            Some(_) => {
-                // Cannot happen (a raw key is kept only while its slot is);
-                // if it did, the labels were not parsed: start the cache over.
-                cache.table.forget_raw();
-                return Err(fail(
-                    "parse",
-                    "internal: the scrape cache lost a series; the next scrape reads the body in full",
-                ));
-            }
+            Some(i) => (i, false),
             None => {
-                // The series' identity: name and labels in name order, so
-                // two spellings of one series (label order, blanks) are one
-                // series, as Prometheus tracks a series by its label set.
-                let scratch = &mut cache.scratch;
-                scratch.clear();
-                scratch.extend_from_slice(s.name.as_bytes());
-                let mut sorted: Vec<_> = raw.iter().collect();
-                sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-                for (n, v) in sorted {
-                    scratch.push(0xff);
-                    scratch.extend_from_slice(n.as_bytes());
-                    scratch.push(0xfe);
-                    scratch.extend_from_slice(v.as_bytes());
-                }
-                let key = xxhash_rust::xxh3::xxh3_128(scratch);
+                let key = identity_key(&mut cache.scratch, &s.name, raw);
                 let (slot, new) = match cache.table.find(key) {
                     Some(i) => (i, false),
                     None => {
@@ -314,9 +308,14 @@ pub fn build_series(
                 (slot, new)
             }
         };
-        // (labels, shadowed, seen earlier in this body, timestamp last forwarded)
         let Some(e) = cache.table.get_mut(slot) else {
-            return Err(fail("parse", "internal: the scrape cache lost a series it just found"));
+            // Cannot happen (a raw key is kept only while its slot is); if
+            // it did, the labels were not parsed: start the cache over.
+            cache.table.forget_raw();
+            return Err(fail(
+                "parse",
+                "internal: the scrape cache lost a series; the next scrape reads the body in full",
+            ));
         };
         let again = e.seen == id;
         e.seen = id;

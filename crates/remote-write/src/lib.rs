@@ -14,6 +14,7 @@
 //! The prost message types in [`proto`] are the reference: a test proves the
 //! hand encoding is byte-identical to prost's encoding of the same data.
 
+mod body;
 pub mod proto;
 
 use infertel_model::{self as model, Labels, Metadata, Series};
@@ -303,31 +304,21 @@ pub const SHRINK_ABOVE: usize = 1 << 20;
 pub const SHRINK_AFTER: u32 = 64;
 
 /// Reusable Remote-Write 1.0 body encoder. Keep one per sending shard: the
-/// protobuf and snappy buffers, and snappy's hash table, are reused.
+/// buffers and snappy's hash table are reused, and the protobuf is
+/// compressed as it is written (see [`body`]).
 pub struct Encoder {
-    raw: Vec<u8>,
-    /// Kept at its largest length so it is never zero-filled again; the
-    /// current body is `compressed[..compressed_len]`.
-    compressed: Vec<u8>,
-    compressed_len: usize,
-    snappy: snap::raw::Encoder,
-    /// Offsets in `raw` where each series of the last chunked encode ends.
-    ends: Vec<usize>,
+    body: body::Body,
     /// Added to every series' labels (see [`Encoder::with_external_labels`]).
     external: Vec<model::Label>,
     /// Whose label fields a set keeps (see [`label_fields_tag`]).
     tag: u64,
-    /// Encodes in a row whose buffers were far larger than needed.
-    oversized: u32,
     scratch: Vec<u8>,
 }
 
 impl std::fmt::Debug for Encoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Encoder")
-            .field("raw_capacity", &self.raw.capacity())
-            .field("compressed_capacity", &self.compressed.capacity())
-            .finish()
+        let (pending, compressed) = self.body.buffer_sizes();
+        f.debug_struct("Encoder").field("pending_capacity", &pending).field("compressed_capacity", &compressed).finish()
     }
 }
 
@@ -339,17 +330,7 @@ impl Default for Encoder {
 
 impl Encoder {
     pub fn new() -> Self {
-        Encoder {
-            raw: Vec::new(),
-            compressed: Vec::new(),
-            compressed_len: 0,
-            oversized: 0,
-            snappy: snap::raw::Encoder::new(),
-            ends: Vec::new(),
-            external: Vec::new(),
-            tag: label_fields_tag(&[]),
-            scratch: Vec::new(),
-        }
+        Encoder { body: body::Body::new(), external: Vec::new(), tag: label_fields_tag(&[]), scratch: Vec::new() }
     }
 
     /// An encoder that adds `external` to every series' labels (each one a
@@ -359,7 +340,7 @@ impl Encoder {
         Encoder { external, tag, ..Encoder::new() }
     }
 
-    /// Appends the `TimeSeries` of `s` to `raw`. From one request to the
+    /// Appends the `TimeSeries` of `s` to the body. From one request to the
     /// next only a series' samples change, so its label fields (with the
     /// external labels) are encoded once and kept with its label set. Only
     /// a set that is [shared](Labels::is_shared) keeps them: a receiver's
@@ -370,7 +351,7 @@ impl Encoder {
     /// encoded each time.
     fn put(&mut self, s: &Series) {
         if let Some(fields) = s.labels.derived(self.tag) {
-            put_series(&mut self.raw, fields, &s.samples);
+            put_series(self.body.pending(), fields, &s.samples);
             return;
         }
         self.scratch.clear();
@@ -379,7 +360,7 @@ impl Encoder {
         } else {
             put_label_fields(&mut self.scratch, &with_external(&s.labels, &self.external));
         }
-        put_series(&mut self.raw, &self.scratch, &s.samples);
+        put_series(self.body.pending(), &self.scratch, &s.samples);
         if s.labels.is_shared() {
             s.labels.keep_derived(self.tag, &self.scratch);
         }
@@ -394,37 +375,23 @@ impl Encoder {
     /// [`Encoder::try_encode`].
     pub fn encode(&mut self, series: &[Series], metadata: &[Metadata]) -> &[u8] {
         match self.try_encode(series, metadata) {
-            Ok(_) => &self.compressed[..self.compressed_len],
+            Ok(body) => body,
             Err(e) => panic!("remote-write body too large to compress: {e}"),
         }
     }
 
     /// Like [`Encoder::encode`], returning an error instead of panicking.
     pub fn try_encode(&mut self, series: &[Series], metadata: &[Metadata]) -> Result<&[u8], EncodeError> {
-        self.raw.clear();
+        self.body.begin();
         for (i, s) in series.iter().enumerate() {
             prefetch_ahead(series, i, self.tag);
             self.put(s);
+            self.body.flush_blocks()?;
         }
-        encode_protobuf(&mut self.raw, &[], metadata);
-        let end = self.raw.len();
-        self.compress(0..end)?;
-        self.settle();
-        Ok(&self.compressed[..self.compressed_len])
-    }
-
-    /// Snappy-compresses `raw[range]` into `compressed`.
-    fn compress(&mut self, range: std::ops::Range<usize>) -> Result<(), EncodeError> {
-        let input = &self.raw[range];
-        let max = snap::raw::max_compress_len(input.len());
-        if max == 0 && !input.is_empty() {
-            return Err(EncodeError::Snappy(snap::Error::TooBig { given: input.len() as u64, max: u32::MAX as u64 }));
-        }
-        if self.compressed.len() < max.max(1) {
-            self.compressed.resize(max.max(1), 0);
-        }
-        self.compressed_len = self.snappy.compress(input, &mut self.compressed)?;
-        Ok(())
+        encode_protobuf(self.body.pending(), &[], metadata);
+        let span = self.body.finish()?;
+        self.body.settle();
+        Ok(&self.body.compressed()[span])
     }
 
     /// Encodes `series` (and `metadata`) as one or more request bodies of at
@@ -440,73 +407,35 @@ impl Encoder {
         max_raw: usize,
         mut emit: impl FnMut(std::ops::Range<usize>, &[u8]),
     ) -> Result<(), EncodeError> {
-        self.raw.clear();
-        self.ends.clear();
-        // Metadata first, so the first body is one contiguous slice.
-        encode_protobuf(&mut self.raw, &[], metadata);
-        let meta_end = self.raw.len();
+        self.body.begin();
+        // Metadata first: it rides with the first series.
+        encode_protobuf(self.body.pending(), &[], metadata);
+        let mut first = 0; // index of the first series of the current body
         for (i, s) in series.iter().enumerate() {
             prefetch_ahead(series, i, self.tag);
+            let (at, before) = (self.body.pending_len(), self.body.len());
             self.put(s);
-            self.ends.push(self.raw.len());
-        }
-        let mut first = 0; // index of the first series of the current body
-        let mut start = 0; // its byte offset (0 for the first body: metadata included)
-        let mut i = 0;
-        while i < series.len() {
-            let mut j = i + 1;
-            while j < series.len() && self.ends[j] - start <= max_raw {
-                j += 1;
+            let size = (self.body.pending_len() - at) as u64;
+            if i > first && before + size > max_raw as u64 {
+                // This series starts the next body.
+                let span = self.body.cut(at)?;
+                emit(first..i, &self.body.compressed()[span]);
+                first = i;
             }
-            self.compress(start..self.ends[j - 1])?;
-            emit(first..j, &self.compressed[..self.compressed_len]);
-            start = self.ends[j - 1];
-            first = j;
-            i = j;
+            self.body.flush_blocks()?;
         }
-        if series.is_empty() && meta_end > 0 {
-            self.compress(0..meta_end)?;
-            emit(0..0, &self.compressed[..self.compressed_len]);
+        if !series.is_empty() || self.body.len() > 0 {
+            let span = self.body.finish()?;
+            emit(first..series.len(), &self.body.compressed()[span]);
         }
-        self.settle();
+        self.body.settle();
         Ok(())
     }
 
-    /// Gives back the buffers' memory when they have been far larger than
-    /// what requests needed for a while (see [`SHRINK_ABOVE`]): one big
-    /// request (a backlog flushed at once) must not pin its buffers for
-    /// good, as there is one encoder per sending consumer. Called after
-    /// each encode.
-    fn settle(&mut self) {
-        let need = self.raw.len();
-        let raw_big = self.raw.capacity() > SHRINK_ABOVE && self.raw.capacity() > 4 * need;
-        let max = snap::raw::max_compress_len(need).max(1);
-        let compressed_big = self.compressed.len() > SHRINK_ABOVE && self.compressed.len() > 4 * max;
-        if !(raw_big || compressed_big) {
-            self.oversized = 0;
-            return;
-        }
-        self.oversized += 1;
-        if self.oversized >= SHRINK_AFTER {
-            self.oversized = 0;
-            if raw_big {
-                self.raw.shrink_to(need);
-            }
-            if compressed_big {
-                self.compressed.truncate(max.max(self.compressed_len));
-                self.compressed.shrink_to_fit();
-            }
-        }
-    }
-
-    /// The protobuf buffer's and the snappy buffer's sizes (for tests).
+    /// The protobuf buffer's capacity and the compressed buffer's length
+    /// (for tests).
     pub fn buffer_sizes(&self) -> (usize, usize) {
-        (self.raw.capacity(), self.compressed.len())
-    }
-
-    /// The uncompressed protobuf of the last encode (for tests and size stats).
-    pub fn last_protobuf(&self) -> &[u8] {
-        &self.raw
+        self.body.buffer_sizes()
     }
 }
 

@@ -82,7 +82,7 @@ fn body_is_snappy_block_not_framed() {
     const FRAMED_MAGIC: [u8; 10] = [0xff, 0x06, 0x00, 0x00, 0x73, 0x4e, 0x61, 0x50, 0x50, 0x59];
     assert!(!body.starts_with(&FRAMED_MAGIC));
     // The block format starts with the uncompressed length as a varint.
-    assert_eq!(snap::raw::decompress_len(&body).unwrap(), enc.last_protobuf().len());
+    assert_eq!(snap::raw::decompress_len(&body).unwrap(), to_write_request(&s, &m).encoded_len());
 }
 
 #[test]
@@ -167,7 +167,8 @@ proptest! {
         let mut enc = Encoder::new();
         let body = enc.encode(&s, &m).to_vec();
         let reference = to_write_request(&s, &m).encode_to_vec();
-        prop_assert_eq!(enc.last_protobuf(), reference.as_slice());
+        // Compressed as written, the body is what snappy makes of the whole protobuf.
+        prop_assert_eq!(&body, &snap::raw::Encoder::new().compress_vec(&reference).unwrap());
         let (s2, m2) = to_model(&decode(&body).unwrap());
         // -0.0 is sent as "absent" (proto3 default), exactly as Prometheus does.
         let norm = |v: &[Series]| -> Vec<(Labels, Vec<(i64, u64)>)> {
@@ -367,22 +368,79 @@ fn big_buffers_are_kept_through_mixed_sizes_and_shrunk_after_a_quiet_while() {
     let (big, small) = (batch(200_000), batch(10));
     let mut enc = Encoder::new();
     enc.encode(&big, &[]);
-    let (raw, compressed) = enc.buffer_sizes();
-    assert!(raw > SHRINK_ABOVE && compressed > SHRINK_ABOVE, "{raw} {compressed}");
+    let (pending, compressed) = enc.buffer_sizes();
+    // The protobuf is compressed as it is written: a 5 MB request holds a
+    // block of it at a time.
+    assert!(pending <= 2 << 16, "{pending}");
+    assert!(compressed > SHRINK_ABOVE, "{compressed}");
     for round in 0..3 {
         for _ in 0..SHRINK_AFTER - 1 {
             enc.encode(&small, &[]);
         }
-        assert_eq!(enc.buffer_sizes(), (raw, compressed), "round {round}: kept");
+        assert_eq!(enc.buffer_sizes(), (pending, compressed), "round {round}: kept");
         enc.encode(&big, &[]);
     }
     for _ in 0..SHRINK_AFTER {
         enc.encode(&small, &[]);
     }
-    let (r, c) = enc.buffer_sizes();
-    assert!(r < SHRINK_ABOVE && c < SHRINK_ABOVE, "shrunk: {r} {c}");
+    let (_, c) = enc.buffer_sizes();
+    assert!(c < SHRINK_ABOVE, "shrunk: {c}");
     // And still right.
     let body = enc.encode(&small, &[]).to_vec();
     let back = crate::decode(&body).unwrap();
     assert_eq!(back.timeseries.len(), 10);
+}
+
+/// Bodies compressed block by block as the protobuf is written are byte for
+/// byte what snappy makes of each request's whole protobuf (prost's
+/// encoding of the series the body holds), whether cut into requests or
+/// not, with series that straddle blocks and a series larger than a block.
+#[test]
+fn streamed_bodies_equal_snappy_of_the_whole_protobuf() {
+    use crate::{Encoder, to_write_request};
+    let mut series: Vec<Series> = (0..20_000)
+        .map(|i| Series {
+            labels: Labels::from_pairs([
+                ("__name__", "node_cpu_seconds_total"),
+                ("cpu", &format!("{}", i % 64)),
+                ("i", &format!("{i:06}")),
+            ]),
+            samples: infertel_model::samples![MS { timestamp_ms: 1_700_000_000_000 + i, value: i as f64 * 0.25 }],
+        })
+        .collect();
+    // 70 KB of labels: more than a block on its own.
+    series.insert(777, self::series(&[("__name__", "huge"), ("v", &"ab".repeat(35_000))], &[(5, 1.0)]));
+    let m = vec![meta("node_cpu_seconds_total", MT::Counter, "Seconds the CPUs spent in each mode.", "")];
+    let whole = |s: &[Series], m: &[Metadata]| {
+        snap::raw::Encoder::new().compress_vec(&to_write_request(s, m).encode_to_vec()).unwrap()
+    };
+    let mut enc = Encoder::new();
+    let one = enc.encode(&series, &m).to_vec();
+    assert!(one.len() > 4 << 16, "several blocks: {}", one.len());
+    assert_eq!(one, whole(&series, &m));
+    for max_raw in [1 << 16, 300_000, 1 << 20] {
+        let mut bodies = 0;
+        let mut next = 0;
+        enc.encode_chunked(&series, &m, max_raw, |range, body| {
+            assert_eq!(range.start, next, "ranges follow each other");
+            next = range.end;
+            let meta = if range.start == 0 { &m[..] } else { &[] };
+            // Metadata first in the first body, as encode_chunked writes it.
+            let mut req = to_write_request(&series[range.clone()], meta);
+            let expected = {
+                let mut p = Vec::new();
+                let meta_only = WriteRequest { timeseries: vec![], metadata: std::mem::take(&mut req.metadata) };
+                meta_only.encode(&mut p).unwrap();
+                req.encode(&mut p).unwrap();
+                snap::raw::Encoder::new().compress_vec(&p).unwrap()
+            };
+            assert_eq!(body, expected.as_slice(), "body of {range:?} at max_raw {max_raw}");
+            let len = snap::raw::decompress_len(body).unwrap();
+            assert!(len <= max_raw || range.len() == 1, "{len} > {max_raw} with {} series", range.len());
+            bodies += 1;
+        })
+        .unwrap();
+        assert_eq!(next, series.len());
+        assert!(bodies > 1, "max_raw {max_raw}: {bodies}");
+    }
 }

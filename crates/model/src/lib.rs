@@ -13,6 +13,9 @@ use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, OnceLock};
 use triomphe::ThinArc;
 
+mod str;
+pub use str::Str;
+
 /// Label name that carries the metric name.
 pub const METRIC_NAME: &str = "__name__";
 
@@ -40,12 +43,12 @@ pub fn canonical_nan(v: f64) -> f64 {
 /// One label: a name and a value.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Label {
-    pub name: Arc<str>,
-    pub value: Arc<str>,
+    pub name: Str,
+    pub value: Str,
 }
 
 impl Label {
-    pub fn new(name: impl Into<Arc<str>>, value: impl Into<Arc<str>>) -> Self {
+    pub fn new(name: impl Into<Str>, value: impl Into<Str>) -> Self {
         Label { name: name.into(), value: value.into() }
     }
 }

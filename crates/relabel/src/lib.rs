@@ -26,9 +26,8 @@ mod goregex;
 pub mod scalar;
 
 use std::fmt;
-use std::sync::Arc;
 
-use infertel_model::{Label, Labels};
+use infertel_model::{Label, Labels, Str};
 use regex::Regex;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -352,7 +351,7 @@ impl Work {
         match self.find(name) {
             Ok(i) => {
                 if &*self.labels[i].value != value {
-                    self.labels[i].value = Arc::from(value);
+                    self.labels[i].value = Str::new(value);
                     self.changed = true;
                 }
             }
@@ -363,8 +362,8 @@ impl Work {
         }
     }
 
-    /// Like `set` but reuses an existing `Arc` value (labelmap copies values).
-    fn set_arc(&mut self, name: &str, value: &Arc<str>) {
+    /// Like `set` but reuses an existing shared value (labelmap copies values).
+    fn set_shared(&mut self, name: &str, value: &Str) {
         match self.find(name) {
             Ok(i) => {
                 if self.labels[i].value != *value {
@@ -373,7 +372,7 @@ impl Work {
                 }
             }
             Err(i) => {
-                self.labels.insert(i, Label { name: Arc::from(name), value: value.clone() });
+                self.labels.insert(i, Label { name: Str::new(name), value: value.clone() });
                 self.changed = true;
             }
         }
@@ -463,7 +462,7 @@ impl Rule {
             Action::LabelMap => {
                 // Prometheus iterates over the label set as it was before this
                 // rule; later sets to the same name win.
-                let mut sets: Vec<(String, Arc<str>)> = Vec::new();
+                let mut sets: Vec<(String, Str)> = Vec::new();
                 for l in &work.labels {
                     if let Some(caps) = self.regex.captures(&l.name) {
                         let mut name = String::new();
@@ -472,7 +471,7 @@ impl Rule {
                     }
                 }
                 for (name, value) in &sets {
-                    work.set_arc(name, value);
+                    work.set_shared(name, value);
                 }
                 true
             }

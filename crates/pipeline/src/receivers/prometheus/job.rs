@@ -2,11 +2,10 @@
 //! the Accept header, headers, metric relabeling, external labels), how its
 //! scrapes authenticate, and the strings its label sets intern.
 
-use infertel_model::Label;
+use infertel_model::{Label, Str};
 use infertel_relabel::Relabeler;
 use reqwest::header::HeaderValue;
 use rustc_hash::FxHashSet;
-use std::sync::Arc;
 
 /// Text 0.0.4 first: vLLM's OpenMetrics output loses types (NOTES.md §H).
 pub const ACCEPT_HEADER: &str = "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,*/*;q=0.1";
@@ -210,21 +209,21 @@ impl JobSettings {
 /// the set has doubled since the last purge, so churn does not grow it.
 #[derive(Debug, Default)]
 pub struct Interner {
-    set: std::sync::Mutex<FxHashSet<Arc<str>>>,
+    set: std::sync::Mutex<FxHashSet<Str>>,
     purge_at: std::sync::atomic::AtomicUsize,
 }
 
 impl Interner {
-    pub fn get(&self, s: &str) -> Arc<str> {
+    pub fn get(&self, s: &str) -> Str {
         let mut set = self.set.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(a) = set.get(s) {
             return a.clone();
         }
-        let a: Arc<str> = Arc::from(s);
+        let a = Str::new(s);
         set.insert(a.clone());
         let limit = self.purge_at.load(std::sync::atomic::Ordering::Relaxed).max(4096);
         if set.len() > limit {
-            set.retain(|a| Arc::strong_count(a) > 1);
+            set.retain(|a| Str::strong_count(a) > 1);
             self.purge_at.store(set.len() * 2, std::sync::atomic::Ordering::Relaxed);
         }
         a
@@ -248,12 +247,12 @@ mod interner_tests {
         let i = Interner::default();
         let a = i.get("model_name");
         let b = i.get("model_name");
-        assert!(Arc::ptr_eq(&a, &b));
+        assert!(Str::ptr_eq(&a, &b));
         // Churn: many values nobody holds on to; the set stays bounded.
         for n in 0..20_000 {
             let _ = i.get(&format!("pod-{n}"));
         }
         assert!(i.len() <= 8193, "{}", i.len());
-        assert!(Arc::ptr_eq(&a, &i.get("model_name")), "a string still in use survives a purge");
+        assert!(Str::ptr_eq(&a, &i.get("model_name")), "a string still in use survives a purge");
     }
 }

@@ -115,6 +115,7 @@ impl SlotTable {
     }
 
     /// A live slot (`None` for a number no live series holds).
+    #[cfg(test)]
     pub fn get(&self, i: u32) -> Option<&Slot> {
         self.slots.get(i as usize).filter(|s| s.live)
     }

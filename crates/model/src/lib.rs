@@ -9,11 +9,13 @@
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
-use std::sync::{Arc, OnceLock};
 use triomphe::ThinArc;
 
+mod derived;
 mod str;
+use derived::DerivedSlot;
 pub use str::Str;
 
 /// Label name that carries the metric name.
@@ -73,25 +75,36 @@ pub struct Labels(ThinArc<Header, Label>);
 
 struct Header {
     hash: u64,
-    derived: OnceLock<Derived>,
+    /// Bytes derived from the set and the tag of what derived them; their
+    /// size counts against [`DERIVED_BUDGET`] while they live.
+    derived: DerivedSlot,
 }
 
-/// Bytes derived from a label set, with the tag of what they were derived
-/// with; their size counts against [`DERIVED_BUDGET`] while they live.
-struct Derived {
-    tag: u64,
-    bytes: Box<[u8]>,
-}
-
-/// What a kept derivation costs against the budget: its bytes and their box.
+/// What a kept derivation costs against the budget: its bytes, the tag and
+/// length in front of them, and the allocator's own word or two.
 fn derived_cost(len: usize) -> usize {
-    len + 16
+    len + 32
 }
 
-impl Drop for Derived {
-    fn drop(&mut self) {
-        DERIVED_BYTES.fetch_sub(derived_cost(self.bytes.len()), AtomicOrdering::Relaxed);
+/// Counts `len` kept bytes against the budget; false (nothing counted) when
+/// they do not fit.
+fn spend_derived(len: usize) -> bool {
+    let cost = derived_cost(len);
+    // Once the budget is spent every series sent asks again: a plain read
+    // keeps them from writing the shared counter each time.
+    if DERIVED_BYTES.load(AtomicOrdering::Relaxed) + cost > DERIVED_BUDGET {
+        return false;
     }
+    if DERIVED_BYTES.fetch_add(cost, AtomicOrdering::Relaxed) + cost > DERIVED_BUDGET {
+        DERIVED_BYTES.fetch_sub(cost, AtomicOrdering::Relaxed);
+        return false;
+    }
+    true
+}
+
+/// Gives back what [`spend_derived`] counted for `len` bytes.
+fn forget_derived(len: usize) {
+    DERIVED_BYTES.fetch_sub(derived_cost(len), AtomicOrdering::Relaxed);
 }
 
 /// Bytes kept with label sets by [`Labels::keep_derived`], in the process.
@@ -149,7 +162,7 @@ impl Labels {
                 _ => out.push(l),
             }
         }
-        let header = Header { hash: values_hash(&out), derived: OnceLock::new() };
+        let header = Header { hash: values_hash(&out), derived: DerivedSlot::new() };
         Labels(ThinArc::from_header_and_iter(header, out.into_iter()))
     }
 
@@ -219,7 +232,7 @@ impl Labels {
 
     /// Bytes kept with this set by [`Labels::keep_derived`] with `tag`.
     pub fn derived(&self, tag: u64) -> Option<&[u8]> {
-        self.0.header.header.derived.get().filter(|d| d.tag == tag).map(|d| &*d.bytes)
+        self.0.header.header.derived.get().filter(|(t, _)| *t == tag).map(|(_, b)| b)
     }
 
     /// Keeps `bytes`, derived from this set by whoever `tag` names (the
@@ -227,17 +240,7 @@ impl Labels {
     /// labels), for as long as the set lives. A set keeps one derivation:
     /// false when it already has one, or when [`DERIVED_BUDGET`] is spent.
     pub fn keep_derived(&self, tag: u64, bytes: &[u8]) -> bool {
-        let cell = &self.0.header.header.derived;
-        if cell.get().is_some() {
-            return false;
-        }
-        let cost = derived_cost(bytes.len());
-        if DERIVED_BYTES.fetch_add(cost, AtomicOrdering::Relaxed) + cost > DERIVED_BUDGET {
-            DERIVED_BYTES.fetch_sub(cost, AtomicOrdering::Relaxed);
-            return false;
-        }
-        // A race lost to another thread drops ours, which gives back its cost.
-        cell.set(Derived { tag, bytes: bytes.into() }).is_ok()
+        self.0.header.header.derived.set(tag, bytes)
     }
 
     /// Asks the CPU to start loading this set's header (its hash and what
@@ -249,15 +252,13 @@ impl Labels {
         prefetch_line(self.0.ptr().cast());
     }
 
-    /// Like [`Labels::prefetch`], for the bytes kept with `tag`: reads the
-    /// header, so call it after `prefetch` had time to bring it.
+    /// Like [`Labels::prefetch`], for the bytes kept with it (whatever
+    /// their tag: the tag is in front of them, and reading it here would
+    /// wait for the load this is meant to start). Reads the header, so call
+    /// it after `prefetch` had time to bring it.
     #[inline]
-    pub fn prefetch_derived(&self, tag: u64) {
-        if let Some(d) = self.0.header.header.derived.get()
-            && d.tag == tag
-        {
-            prefetch_line(d.bytes.as_ptr());
-        }
+    pub fn prefetch_derived(&self) {
+        prefetch_line(self.0.header.header.derived.address());
     }
 
     /// Bytes all label sets of the process keep derived from them.

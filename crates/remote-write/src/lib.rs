@@ -283,12 +283,12 @@ fn label_fields_tag(external: &[model::Label]) -> u64 {
 /// ahead (their address is in the header, loaded by then). The sets were
 /// last touched when scraped, so without this each is a cache miss.
 #[inline]
-fn prefetch_ahead(series: &[Series], i: usize, tag: u64) {
+fn prefetch_ahead(series: &[Series], i: usize) {
     if let Some(s) = series.get(i + 16) {
         s.labels.prefetch();
     }
     if let Some(s) = series.get(i + 8) {
-        s.labels.prefetch_derived(tag);
+        s.labels.prefetch_derived();
     }
 }
 
@@ -384,7 +384,7 @@ impl Encoder {
     pub fn try_encode(&mut self, series: &[Series], metadata: &[Metadata]) -> Result<&[u8], EncodeError> {
         self.body.begin();
         for (i, s) in series.iter().enumerate() {
-            prefetch_ahead(series, i, self.tag);
+            prefetch_ahead(series, i);
             self.put(s);
             self.body.flush_blocks()?;
         }
@@ -412,7 +412,7 @@ impl Encoder {
         encode_protobuf(self.body.pending(), &[], metadata);
         let mut first = 0; // index of the first series of the current body
         for (i, s) in series.iter().enumerate() {
-            prefetch_ahead(series, i, self.tag);
+            prefetch_ahead(series, i);
             let (at, before) = (self.body.pending_len(), self.body.len());
             self.put(s);
             let size = (self.body.pending_len() - at) as u64;

@@ -673,9 +673,12 @@ fn endpoints_slices_services_and_ingresses() {
     ] {
         assert_eq!(l.get(k).map(String::as_str), Some(v), "{k}: {l:?}");
     }
-    assert!(
-        !prom.query(&format!("DCGM_FI_DEV_GPU_TEMP{{job=\"gpu-metrics\",instance=\"127.0.0.1:{mp}\"}}")).is_empty()
-    );
+    // The scraped series can ride another sending consumer than `up`, so
+    // they may land a moment later.
+    wait_until("the endpoint target's scraped series in Prometheus", t, || {
+        (!prom.query(&format!("DCGM_FI_DEV_GPU_TEMP{{job=\"gpu-metrics\",instance=\"127.0.0.1:{mp}\"}}")).is_empty())
+            .then_some(())
+    });
     // The pod's other container port, which no endpoint covers, is a target
     // too (pod labels, no endpoint or node labels).
     let l = one(&prom, &format!("up{{job=\"gpu-metrics\",instance=\"127.0.0.1:{dp}\"}}"));

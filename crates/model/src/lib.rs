@@ -5,17 +5,17 @@
 //! more [`Sample`]s, plus the [`Metadata`] of the families those series belong
 //! to. Labels are reference counted so that a receiver can intern a target's
 //! label sets once and hand out cheap clones on every scrape; only values and
-//! timestamps change between scrapes.
+//! timestamps change between scrapes. Each [`Label`] is itself shared by
+//! every set that carries it (see `label.rs`).
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use triomphe::ThinArc;
 
-mod derived;
+mod label;
 mod str;
-use derived::DerivedSlot;
+pub use label::{Label, Pair};
 pub use str::Str;
 
 /// Label name that carries the metric name.
@@ -42,78 +42,15 @@ pub fn canonical_nan(v: f64) -> f64 {
     if v.is_nan() { f64::from_bits(NORMAL_NAN_BITS) } else { v }
 }
 
-/// One label: a name and a value.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Label {
-    pub name: Str,
-    pub value: Str,
-}
-
-impl Label {
-    pub fn new(name: impl Into<Str>, value: impl Into<Str>) -> Self {
-        Label { name: name.into(), value: value.into() }
-    }
-}
-
-impl fmt::Debug for Label {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}={:?}", self.name, self.value)
-    }
-}
-
 /// A label set sorted bytewise by name, without duplicate names and without
 /// empty values (an empty value means "absent", as in Prometheus).
 ///
-/// One allocation, behind a one-word pointer: a header, then the labels.
-/// The header holds the set's [`stable_hash`](Labels::stable_hash),
-/// computed once when the set is built (every sample sent is sharded by it),
-/// and room for bytes an exporter derives from the set and keeps with it
-/// (see [`Labels::keep_derived`]). Equality, hashing and order are the
-/// labels' own.
+/// One allocation, behind a one-word pointer: the set's
+/// [`stable_hash`](Labels::stable_hash), computed once when the set is
+/// built (every sample sent is sharded by it), then the labels, one word
+/// each. Equality, hashing and order are the labels' own.
 #[derive(Clone)]
-pub struct Labels(ThinArc<Header, Label>);
-
-struct Header {
-    hash: u64,
-    /// Bytes derived from the set and the tag of what derived them; their
-    /// size counts against [`DERIVED_BUDGET`] while they live.
-    derived: DerivedSlot,
-}
-
-/// What a kept derivation costs against the budget: its bytes, the tag and
-/// length in front of them, and the allocator's own word or two.
-fn derived_cost(len: usize) -> usize {
-    len + 32
-}
-
-/// Counts `len` kept bytes against the budget; false (nothing counted) when
-/// they do not fit.
-fn spend_derived(len: usize) -> bool {
-    let cost = derived_cost(len);
-    // Once the budget is spent every series sent asks again: a plain read
-    // keeps them from writing the shared counter each time.
-    if DERIVED_BYTES.load(AtomicOrdering::Relaxed) + cost > DERIVED_BUDGET {
-        return false;
-    }
-    if DERIVED_BYTES.fetch_add(cost, AtomicOrdering::Relaxed) + cost > DERIVED_BUDGET {
-        DERIVED_BYTES.fetch_sub(cost, AtomicOrdering::Relaxed);
-        return false;
-    }
-    true
-}
-
-/// Gives back what [`spend_derived`] counted for `len` bytes.
-fn forget_derived(len: usize) {
-    DERIVED_BYTES.fetch_sub(derived_cost(len), AtomicOrdering::Relaxed);
-}
-
-/// Bytes kept with label sets by [`Labels::keep_derived`], in the process.
-static DERIVED_BYTES: AtomicUsize = AtomicUsize::new(0);
-
-/// The most bytes label sets keep derived from them, in the process: a
-/// cache of work, not worth unbounded memory (at a million active series,
-/// one encoding each would be about 200 MB). Past it, sets keep nothing new.
-pub const DERIVED_BUDGET: usize = 48 << 20;
+pub struct Labels(ThinArc<u64, Label>);
 
 impl PartialEq for Labels {
     fn eq(&self, other: &Labels) -> bool {
@@ -162,8 +99,7 @@ impl Labels {
                 _ => out.push(l),
             }
         }
-        let header = Header { hash: values_hash(&out), derived: DerivedSlot::new() };
-        Labels(ThinArc::from_header_and_iter(header, out.into_iter()))
+        Labels(ThinArc::from_header_and_iter(values_hash(&out), out.into_iter()))
     }
 
     /// Builds from pairs of strings.
@@ -204,14 +140,6 @@ impl Labels {
         a.0.ptr() == b.0.ptr()
     }
 
-    /// Whether another clone of this label set is alive: a receiver's
-    /// scrape cache keeps the sets of its live series, so a shared set is
-    /// one worth caching work for (see the remote-write encoder), and a
-    /// cache's own clone that is no longer shared belongs to a series gone.
-    pub fn is_shared(&self) -> bool {
-        ThinArc::strong_count(&self.0) > 1
-    }
-
     /// Address of the shared allocation: an identity of this label set for
     /// as long as a clone of it is held.
     pub fn addr(&self) -> usize {
@@ -227,24 +155,11 @@ impl Labels {
     /// Not a defence against crafted inputs: a collision only puts two
     /// series on the same consumer.
     pub fn stable_hash(&self) -> u64 {
-        self.0.header.header.hash
+        self.0.header.header
     }
 
-    /// Bytes kept with this set by [`Labels::keep_derived`] with `tag`.
-    pub fn derived(&self, tag: u64) -> Option<&[u8]> {
-        self.0.header.header.derived.get().filter(|(t, _)| *t == tag).map(|(_, b)| b)
-    }
-
-    /// Keeps `bytes`, derived from this set by whoever `tag` names (the
-    /// remote-write encoder: the set's label fields, with its external
-    /// labels), for as long as the set lives. A set keeps one derivation:
-    /// false when it already has one, or when [`DERIVED_BUDGET`] is spent.
-    pub fn keep_derived(&self, tag: u64, bytes: &[u8]) -> bool {
-        self.0.header.header.derived.set(tag, bytes)
-    }
-
-    /// Asks the CPU to start loading this set's header (its hash and what
-    /// it keeps), for a loop that reads it a few series later: an exporter
+    /// Asks the CPU to start loading this set's hash and first labels, for
+    /// a loop that reads it a few series later: an exporter
     /// reads sets a receiver touched long before, so each first read is a
     /// cache miss (15% of the agent's CPU under `perf`, in one instruction).
     #[inline]
@@ -252,18 +167,14 @@ impl Labels {
         prefetch_line(self.0.ptr().cast());
     }
 
-    /// Like [`Labels::prefetch`], for the bytes kept with it (whatever
-    /// their tag: the tag is in front of them, and reading it here would
-    /// wait for the load this is meant to start). Reads the header, so call
-    /// it after `prefetch` had time to bring it.
+    /// Like [`Labels::prefetch`], for the labels the set points to (their
+    /// encodings and lengths). Reads the set, so call it after `prefetch`
+    /// had time to bring it.
     #[inline]
-    pub fn prefetch_derived(&self) {
-        prefetch_line(self.0.header.header.derived.address());
-    }
-
-    /// Bytes all label sets of the process keep derived from them.
-    pub fn derived_bytes() -> usize {
-        DERIVED_BYTES.load(AtomicOrdering::Relaxed)
+    pub fn prefetch_labels(&self) {
+        for l in self.iter() {
+            l.prefetch();
+        }
     }
 
     /// Returns a copy with `name` set to `value` (removed when empty).
@@ -278,7 +189,7 @@ impl Labels {
 
 /// A hint to load the cache line at `p`; nothing on other architectures.
 #[inline]
-fn prefetch_line(p: *const u8) {
+pub(crate) fn prefetch_line(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch reads nothing the program sees and cannot fault,
     // whatever the address; SSE, which it needs, is part of x86_64.
@@ -432,14 +343,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_set_is_its_labels_whatever_its_header_keeps() {
+    fn a_set_is_its_labels() {
         use std::hash::BuildHasher;
         let a = Labels::from_pairs([("b", "2"), ("a", "1")]);
         let b = Labels::from_pairs([("a", "1"), ("b", "2"), ("c", "")]);
         assert!(!Labels::ptr_eq(&a, &b));
-        assert!(b.keep_derived(7, b"fields"));
-        assert!(!b.keep_derived(8, b"other"), "one derivation per set");
-        assert_eq!((b.derived(7), b.derived(8), a.derived(7)), (Some(&b"fields"[..]), None, None));
         let h = std::collections::hash_map::RandomState::new();
         assert_eq!(a, b);
         assert_eq!(h.hash_one(&a), h.hash_one(&b));

@@ -351,7 +351,7 @@ impl Work {
         match self.find(name) {
             Ok(i) => {
                 if &*self.labels[i].value != value {
-                    self.labels[i].value = Str::new(value);
+                    self.labels[i] = Label::new(self.labels[i].name.clone(), value);
                     self.changed = true;
                 }
             }
@@ -367,12 +367,12 @@ impl Work {
         match self.find(name) {
             Ok(i) => {
                 if self.labels[i].value != *value {
-                    self.labels[i].value = value.clone();
+                    self.labels[i] = Label::new(self.labels[i].name.clone(), value.clone());
                     self.changed = true;
                 }
             }
             Err(i) => {
-                self.labels.insert(i, Label { name: Str::new(name), value: value.clone() });
+                self.labels.insert(i, Label::new(name, value.clone()));
                 self.changed = true;
             }
         }

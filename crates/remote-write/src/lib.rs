@@ -63,10 +63,7 @@ const WT_LEN: u8 = 2;
 // one byte.
 const WRITE_REQUEST_TIMESERIES: u8 = 1 << 3 | WT_LEN;
 const WRITE_REQUEST_METADATA: u8 = 3 << 3 | WT_LEN;
-const TIMESERIES_LABELS: u8 = 1 << 3 | WT_LEN;
 const TIMESERIES_SAMPLES: u8 = 2 << 3 | WT_LEN;
-const LABEL_NAME: u8 = 1 << 3 | WT_LEN;
-const LABEL_VALUE: u8 = 2 << 3 | WT_LEN;
 const SAMPLE_VALUE: u8 = 1 << 3 | WT_FIXED64;
 const SAMPLE_TIMESTAMP: u8 = 2 << 3 | WT_VARINT;
 const METADATA_TYPE: u8 = 1 << 3 | WT_VARINT;
@@ -110,12 +107,6 @@ fn put_string_field(buf: &mut Vec<u8>, key: u8, s: &str) {
     }
 }
 
-/// Body size of one `Label` message.
-#[inline]
-fn label_body_size(name: &str, value: &str) -> usize {
-    string_field_size(name) + string_field_size(value)
-}
-
 /// Body size of one `Sample` message. Proto3 (and so prost and Prometheus'
 /// gogo code) omits a value equal to 0.0, which includes -0.0: the sign of a
 /// negative zero is lost on the wire exactly as it is with Prometheus.
@@ -126,24 +117,26 @@ fn sample_body_size(s: &model::Sample) -> usize {
     v + t
 }
 
-/// Labels that go on the wire: empty values mean "absent" and must not be
-/// sent (the model already drops them; this is defence in depth).
+/// Labels that go on the wire: all of the set's. An empty value means
+/// "absent" and must not be sent, and a set never holds one
+/// ([`Labels::from_vec`], its only constructor, drops them). It is not
+/// checked again here: that reads each value's string, a cache miss per
+/// label, and was a third of the request build under `perf`.
 #[inline]
 fn wire_labels(labels: &Labels) -> impl Iterator<Item = &model::Label> {
-    labels.iter().filter(|l| !l.value.is_empty())
+    labels.iter()
 }
 
 /// Body size of one `TimeSeries` message.
 fn series_body_size(series: &Series) -> usize {
-    let mut labels = 0;
-    for l in wire_labels(&series.labels) {
-        // The short form of `encode_protobuf`: key, length, body.
-        let body = 4 + l.name.len() + l.value.len();
-        labels +=
-            if body < 128 && !l.name.is_empty() { 2 + body } else { len_field(label_body_size(&l.name, &l.value)) };
-    }
-    let samples: usize = series.samples.iter().map(|s| len_field(sample_body_size(s))).sum();
-    labels + samples
+    let labels: usize = wire_labels(&series.labels).map(|l| l.wire().len()).sum();
+    labels + samples_size(&series.samples)
+}
+
+/// Bytes the `samples` fields of a `TimeSeries` take.
+#[inline]
+fn samples_size(samples: &[model::Sample]) -> usize {
+    samples.iter().map(|s| len_field(sample_body_size(s))).sum()
 }
 
 /// Uncompressed bytes `series` adds to a `WriteRequest` (key, length prefix
@@ -186,11 +179,8 @@ pub fn encoded_size_hint(series: &[Series], metadata: &[Metadata]) -> usize {
 pub fn encode_protobuf(buf: &mut Vec<u8>, series: &[Series], metadata: &[Metadata]) {
     // No up-front `reserve(encoded_size_hint(..))`: that is a full extra pass,
     // and the Encoder's buffer keeps its capacity between calls anyway.
-    let mut fields = Vec::new();
     for s in series {
-        fields.clear();
-        put_label_fields(&mut fields, &s.labels);
-        put_series(buf, &fields, &s.samples);
+        put_series(buf, &s.labels, &[], &s.samples);
     }
     for m in metadata {
         buf.push(WRITE_REQUEST_METADATA);
@@ -206,35 +196,16 @@ pub fn encode_protobuf(buf: &mut Vec<u8>, series: &[Series], metadata: &[Metadat
     }
 }
 
-/// Appends the `TimeSeries.labels` fields of `labels` (the part of a series
-/// that is the same on every request).
-fn put_label_fields(buf: &mut Vec<u8>, labels: &Labels) {
-    for l in wire_labels(labels) {
-        let (n, v) = (l.name.as_bytes(), l.value.as_bytes());
-        // Nearly every label is short: with a body under 128 bytes every
-        // length is one byte and both strings are present, so the four
-        // key/length bytes go out together.
-        let body = 4 + n.len() + v.len();
-        if body < 128 && !n.is_empty() {
-            buf.extend_from_slice(&[TIMESERIES_LABELS, body as u8, LABEL_NAME, n.len() as u8]);
-            buf.extend_from_slice(n);
-            buf.extend_from_slice(&[LABEL_VALUE, v.len() as u8]);
-            buf.extend_from_slice(v);
-            continue;
-        }
-        buf.push(TIMESERIES_LABELS);
-        put_varint(buf, label_body_size(&l.name, &l.value) as u64);
-        put_string_field(buf, LABEL_NAME, &l.name);
-        put_string_field(buf, LABEL_VALUE, &l.value);
-    }
-}
-
-/// Appends one `TimeSeries` whose label fields are already encoded.
-fn put_series(buf: &mut Vec<u8>, label_fields: &[u8], samples: &[model::Sample]) {
-    let body = label_fields.len() + samples.iter().map(|s| len_field(sample_body_size(s))).sum::<usize>();
+/// Appends one `TimeSeries`: its label fields, each label's encoding as
+/// the label keeps it ([`model::Label::wire`]), with each of `external` the
+/// set lacks in name order, then the samples.
+#[inline]
+fn put_series(buf: &mut Vec<u8>, labels: &Labels, external: &[model::Label], samples: &[model::Sample]) {
+    let mut fields = 0;
+    for_each_label(labels, external, |l| fields += l.wire().len());
     buf.push(WRITE_REQUEST_TIMESERIES);
-    put_varint(buf, body as u64);
-    buf.extend_from_slice(label_fields);
+    put_varint(buf, (fields + samples_size(samples)) as u64);
+    for_each_label(labels, external, |l| buf.extend_from_slice(l.wire()));
     for sample in samples {
         buf.push(TIMESERIES_SAMPLES);
         // At most 1 + 8 + 1 + 10 bytes: a one-byte length.
@@ -250,6 +221,28 @@ fn put_series(buf: &mut Vec<u8>, label_fields: &[u8], samples: &[model::Sample])
     }
 }
 
+/// Calls `f` with each label that goes on the wire for `labels` with the
+/// external labels `external` (sorted by name): the set's own, and each
+/// external one whose name the set lacks, as Prometheus adds
+/// `external_labels` (a label of the series wins), in name order.
+#[inline]
+fn for_each_label<'a>(labels: &'a Labels, external: &'a [model::Label], mut f: impl FnMut(&'a model::Label)) {
+    if external.is_empty() {
+        wire_labels(labels).for_each(f);
+        return;
+    }
+    let mut ext = external.iter().peekable();
+    for l in wire_labels(labels) {
+        while let Some(e) = ext.next_if(|e| e.name.as_bytes() <= l.name.as_bytes()) {
+            if e.name != l.name {
+                f(e);
+            }
+        }
+        f(l);
+    }
+    ext.for_each(f);
+}
+
 /// `labels` with each of `external` whose name it lacks, as Prometheus adds
 /// `external_labels` (a label of the series wins over an external one).
 pub fn with_external(labels: &Labels, external: &[model::Label]) -> Labels {
@@ -261,34 +254,19 @@ pub fn with_external(labels: &Labels, external: &[model::Label]) -> Labels {
     Labels::from_vec(v)
 }
 
-/// The tag under which an encoder keeps a set's encoded label fields with
-/// the set ([`Labels::keep_derived`]): one per distinct list of external
-/// labels in the process, so encoders that add the same ones share the
-/// encoding and others cannot mistake it for theirs.
-fn label_fields_tag(external: &[model::Label]) -> u64 {
-    static LISTS: std::sync::Mutex<Vec<Vec<model::Label>>> = std::sync::Mutex::new(Vec::new());
-    let mut lists = LISTS.lock().unwrap_or_else(|p| p.into_inner());
-    let i = match lists.iter().position(|l| l.as_slice() == external) {
-        Some(i) => i,
-        None => {
-            lists.push(external.to_vec());
-            lists.len() - 1
-        }
-    };
-    i as u64 + 1
-}
-
 /// Starts loading what [`Encoder::put`] reads of the series a few places
-/// ahead of `i`: the label set's header 16 ahead, the kept label fields 8
-/// ahead (their address is in the header, loaded by then). The sets were
-/// last touched when scraped, so without this each is a cache miss.
+/// ahead of `i`: the label set 16 ahead, the labels it points to 8 ahead
+/// (their addresses are in the set, loaded by then). The sets were last
+/// touched when scraped, and a request reads the labels of thousands of
+/// sets, so without this each is a cache miss (the request build was 12%
+/// of the agent's CPU under `perf`, most of it waiting for these loads).
 #[inline]
 fn prefetch_ahead(series: &[Series], i: usize) {
     if let Some(s) = series.get(i + 16) {
         s.labels.prefetch();
     }
     if let Some(s) = series.get(i + 8) {
-        s.labels.prefetch_derived();
+        s.labels.prefetch_labels();
     }
 }
 
@@ -308,11 +286,9 @@ pub const SHRINK_AFTER: u32 = 64;
 /// compressed as it is written (see [`body`]).
 pub struct Encoder {
     body: body::Body,
-    /// Added to every series' labels (see [`Encoder::with_external_labels`]).
+    /// Added to every series' labels (see [`Encoder::with_external_labels`]),
+    /// sorted by name.
     external: Vec<model::Label>,
-    /// Whose label fields a set keeps (see [`label_fields_tag`]).
-    tag: u64,
-    scratch: Vec<u8>,
 }
 
 impl std::fmt::Debug for Encoder {
@@ -330,40 +306,27 @@ impl Default for Encoder {
 
 impl Encoder {
     pub fn new() -> Self {
-        Encoder { body: body::Body::new(), external: Vec::new(), tag: label_fields_tag(&[]), scratch: Vec::new() }
+        Encoder { body: body::Body::new(), external: Vec::new() }
     }
 
     /// An encoder that adds `external` to every series' labels (each one a
     /// series lacks), as Prometheus adds `external_labels`.
-    pub fn with_external_labels(external: Vec<model::Label>) -> Self {
-        let tag = label_fields_tag(&external);
-        Encoder { external, tag, ..Encoder::new() }
+    pub fn with_external_labels(mut external: Vec<model::Label>) -> Self {
+        // A name given twice: the last wins, as in a label set.
+        external.reverse();
+        external.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+        external.dedup_by(|a, b| a.name == b.name);
+        external.retain(|l| !l.value.is_empty());
+        Encoder { external, ..Encoder::new() }
     }
 
     /// Appends the `TimeSeries` of `s` to the body. From one request to the
-    /// next only a series' samples change, so its label fields (with the
-    /// external labels) are encoded once and kept with its label set. Only
-    /// a set that is [shared](Labels::is_shared) keeps them: a receiver's
-    /// scrape cache holds the sets of its live series, while a set built
-    /// for one batch, or read back from a disk queue, is not worth it. The
-    /// encoding goes with the set, and the process keeps at most
-    /// [`model::DERIVED_BUDGET`] bytes of them; past that, series are
-    /// encoded each time.
+    /// next only a series' samples change; its labels are shared with every
+    /// series that carries them and each keeps its own encoding, so the
+    /// label fields are copies, not encodings.
+    #[inline]
     fn put(&mut self, s: &Series) {
-        if let Some(fields) = s.labels.derived(self.tag) {
-            put_series(self.body.pending(), fields, &s.samples);
-            return;
-        }
-        self.scratch.clear();
-        if self.external.is_empty() {
-            put_label_fields(&mut self.scratch, &s.labels);
-        } else {
-            put_label_fields(&mut self.scratch, &with_external(&s.labels, &self.external));
-        }
-        put_series(self.body.pending(), &self.scratch, &s.samples);
-        if s.labels.is_shared() {
-            s.labels.keep_derived(self.tag, &self.scratch);
-        }
+        put_series(self.body.pending(), &s.labels, &self.external, &s.samples);
     }
 
     /// Encodes and snappy-compresses (block format) one request body. The
@@ -499,7 +462,8 @@ pub fn to_write_request(series: &[Series], metadata: &[Metadata]) -> WriteReques
         timeseries: series
             .iter()
             .map(|s| TimeSeries {
-                labels: wire_labels(&s.labels)
+                labels: (s.labels.iter())
+                    .filter(|l| !l.value.is_empty())
                     .map(|l| proto::Label { name: l.name.to_string(), value: l.value.to_string() })
                     .collect(),
                 samples: s

@@ -223,131 +223,86 @@ fn chunked_encoding_cuts_at_series_boundaries() {
     assert_eq!(n, 1);
 }
 
-/// Tests that need the process' budget for kept label fields run one at a
-/// time (one of them spends it all).
-static BUDGET: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// The label fields of a live series are encoded once and reused; the bytes
-/// are what prost writes for the same series with the external labels added
-/// (the reference encoding), on the first request and on every later one,
-/// and an entry goes once its series is gone.
+/// Each label's encoding is kept with the label and a series' label fields
+/// are copies of them, with the external labels merged in where a series
+/// lacks them: the body is what prost writes for the same series with the
+/// external labels added by building the label set anew (the reference),
+/// on the first request and on every later one, for labels interned and
+/// shared by many series, labels built once per series, long values (two-byte
+/// lengths) and external labels that sort before, between and after a
+/// series' own, that it already has, or that repeat.
 #[test]
-fn label_blocks_are_reused_and_byte_identical_to_prost() {
-    let _serial = BUDGET.lock().unwrap_or_else(|p| p.into_inner());
+fn label_fields_are_byte_identical_to_prost_with_external_labels() {
     use crate::{Encoder, to_write_request, with_external};
     use infertel_model::{Label, Labels, Sample, Series};
     use prost::Message;
-    // What a receiver's cache holds: the live series' label sets.
+    let shared_model = Label::new("model_name", "Qwen/Qwen2.5-3B-Instruct");
+    let long = "é".repeat(100);
     let live: Vec<Labels> = (0..3000)
         .map(|i| {
-            Labels::from_pairs([
-                ("__name__", "vllm:num_requests_running"),
-                ("engine", &format!("{}", i % 2)),
-                ("instance", &format!("10.0.0.{}:8000", i % 200)),
-                ("zone", if i % 3 == 0 { "a" } else { "" }),
-                ("model_name", "Qwen/Qwen2.5-3B-Instruct"),
-                ("i", &format!("{i}")),
-            ])
+            let mut v = vec![
+                Label::new("__name__", "vllm:num_requests_running"),
+                Label::new("engine", format!("{}", i % 2).as_str()),
+                Label::new("instance", format!("10.0.0.{}:8000", i % 200).as_str()),
+                shared_model.clone(),
+                Label::new("i", format!("{i}").as_str()),
+            ];
+            if i % 3 == 0 {
+                v.push(Label::new("zone", "a"));
+            }
+            if i % 7 == 0 {
+                v.push(Label::new("long", long.as_str()));
+            }
+            Labels::from_vec(v)
         })
         .collect();
-    let external = vec![Label::new("cluster", "c1"), Label::new("zone", "ext")];
-    let mut enc = Encoder::with_external_labels(external.clone());
-    for round in 0..3i64 {
-        let series: Vec<Series> = live
-            .iter()
-            .map(|l| Series {
-                labels: l.clone(),
-                samples: infertel_model::samples![Sample {
-                    timestamp_ms: 1_700_000_000_000 + round * 15_000,
-                    value: round as f64 - 0.5
-                }],
-            })
-            .collect();
-        // A series built for this batch only (not shared): encoded, not kept.
-        let mut with_one_off = series.clone();
-        with_one_off.push(Series {
-            labels: Labels::from_pairs([("__name__", "derived"), ("x", "y")]),
-            samples: infertel_model::samples![Sample { timestamp_ms: 5, value: 1.0 }],
-        });
-        let body = enc.encode(&with_one_off, &[]).to_vec();
-        let reference: Vec<Series> = with_one_off
-            .iter()
-            .map(|s| Series { labels: with_external(&s.labels, &external), samples: s.samples.clone() })
-            .collect();
-        let want = to_write_request(&reference, &[]).encode_to_vec();
-        assert_eq!(snap::raw::Decoder::new().decompress_vec(&body).unwrap(), want, "round {round}");
-        // Every live set keeps its fields, exactly what the request carries
-        // for it; the one-off set keeps nothing.
-        for (l, r) in live.iter().zip(&reference) {
-            let mut own = Vec::new();
-            crate::put_label_fields(&mut own, &r.labels);
-            assert_eq!(l.derived(enc.tag), Some(own.as_slice()), "round {round}: {l}");
+    let external = vec![
+        Label::new("zone", "first"),
+        Label::new("cluster", "c1"),
+        Label::new("a", "before-all"),
+        Label::new("zz", "after-all"),
+        Label::new("zone", "ext"),
+        Label::new("empty", ""),
+    ];
+    let mut reference_external = external.clone();
+    reference_external.retain(|l| &*l.value != "first");
+    for mut enc in [Encoder::with_external_labels(external.clone()), Encoder::new()] {
+        let with_ext = !enc.external.is_empty();
+        for round in 0..3i64 {
+            let mut series: Vec<Series> = live
+                .iter()
+                .map(|l| Series {
+                    labels: l.clone(),
+                    samples: infertel_model::samples![Sample {
+                        timestamp_ms: 1_700_000_000_000 + round * 15_000,
+                        value: round as f64 - 0.5
+                    }],
+                })
+                .collect();
+            series.push(Series {
+                labels: Labels::from_pairs([("__name__", "derived"), ("x", "y")]),
+                samples: infertel_model::samples![Sample { timestamp_ms: 5, value: 1.0 }],
+            });
+            let body = enc.encode(&series, &[]).to_vec();
+            let reference: Vec<Series> = series
+                .iter()
+                .map(|s| Series {
+                    labels: if with_ext { with_external(&s.labels, &reference_external) } else { s.labels.clone() },
+                    samples: s.samples.clone(),
+                })
+                .collect();
+            let want = to_write_request(&reference, &[]).encode_to_vec();
+            assert_eq!(snap::raw::Decoder::new().decompress_vec(&body).unwrap(), want, "round {round}");
         }
-        assert_eq!(with_one_off.last().and_then(|s| s.labels.derived(enc.tag)), None);
     }
-    // An encoder without those external labels does not take them for its
-    // own: it encodes the series itself, byte for byte prost's encoding.
-    let mut plain = Encoder::new();
-    assert_ne!(plain.tag, enc.tag);
-    let series: Vec<Series> = live
-        .iter()
-        .map(|l| Series {
-            labels: l.clone(),
-            samples: infertel_model::samples![Sample { timestamp_ms: 1, value: 1.0 }],
-        })
-        .collect();
-    let body = plain.encode(&series, &[]).to_vec();
-    assert_eq!(
-        snap::raw::Decoder::new().decompress_vec(&body).unwrap(),
-        to_write_request(&series, &[]).encode_to_vec()
-    );
-    // One with the same external labels shares them.
-    assert_eq!(Encoder::with_external_labels(external.clone()).tag, enc.tag);
-}
-
-/// What sets keep is bounded for the whole process: past the budget,
-/// series are encoded each time (still byte-identical), and a set's bytes
-/// are given back when the set goes.
-#[test]
-fn kept_label_fields_are_bounded_and_given_back_when_sets_go() {
-    use crate::{Encoder, to_write_request};
-    use infertel_model::{DERIVED_BUDGET, Labels, Sample, Series};
-    use prost::Message;
-    let batch = |sets: &[Labels]| -> Vec<Series> {
-        sets.iter()
-            .map(|l| Series {
-                labels: l.clone(),
-                samples: infertel_model::samples![Sample { timestamp_ms: 9, value: 2.0 }],
-            })
-            .collect()
-    };
-    let _serial = BUDGET.lock().unwrap_or_else(|p| p.into_inner());
-    // Sets with about 4 KB of labels each, enough to pass the budget.
-    let pad = "x".repeat(4000);
-    let n = DERIVED_BUDGET / 4000 + 500;
-    let sets: Vec<Labels> =
-        (0..n).map(|i| Labels::from_pairs([("__name__", "n"), ("i", &format!("{i}")), ("pad", &pad)])).collect();
-    let mut enc = Encoder::new();
-    let series = batch(&sets);
-    for chunk in series.chunks(2_000) {
-        let body = enc.encode(chunk, &[]).to_vec();
-        assert_eq!(
-            snap::raw::Decoder::new().decompress_vec(&body).unwrap(),
-            to_write_request(chunk, &[]).encode_to_vec()
-        );
-    }
-    let kept = sets.iter().filter(|l| l.derived(enc.tag).is_some()).count();
-    assert!(kept > 0 && kept < n, "{kept} of {n} kept");
-    assert!(Labels::derived_bytes() <= DERIVED_BUDGET, "{}", Labels::derived_bytes());
-    // The sets go: their bytes are given back, and new sets keep theirs.
-    let before = Labels::derived_bytes();
-    drop(series);
-    drop(sets);
-    assert!(Labels::derived_bytes() + kept * 4000 <= before, "{} then {}", before, Labels::derived_bytes());
-    let fresh: Vec<Labels> =
-        (0..100).map(|i| Labels::from_pairs([("__name__", "m"), ("i", &format!("{i}"))])).collect();
-    enc.encode(&batch(&fresh), &[]);
-    assert!(fresh.iter().all(|l| l.derived(enc.tag).is_some()));
+    let decoded = crate::decode(
+        Encoder::with_external_labels(external)
+            .encode(&[Series { labels: live[0].clone(), samples: Default::default() }], &[]),
+    )
+    .unwrap();
+    let names: Vec<&str> = decoded.timeseries[0].labels.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["__name__", "a", "cluster", "engine", "i", "instance", "long", "model_name", "zone", "zz"]);
+    assert_eq!(decoded.timeseries[0].labels[8].value, "a", "the series' own zone wins over the external one");
 }
 
 /// A big request's buffers are kept while requests of mixed sizes come

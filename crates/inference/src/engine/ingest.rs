@@ -5,7 +5,7 @@
 
 use super::{Engine, TargetKey};
 use crate::schema::{self, Families, Schema};
-use infertel_model::{Label, Labels, METRIC_NAME, Sample, Series, is_stale_nan};
+use infertel_model::{Labels, METRIC_NAME, Sample, Series, is_stale_nan};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -190,7 +190,8 @@ pub(crate) fn created_name(counter: &str) -> String {
 /// (labels are few; comparing lengths first skips most of them).
 fn target_and_name(l: &Labels) -> (Option<&str>, Option<&str>, Option<&str>) {
     let (mut job, mut instance, mut name) = (None, None, None);
-    for Label { name: n, value } in l.iter() {
+    for label in l.iter() {
+        let (n, value) = (&label.name, &label.value);
         match n.len() {
             3 if &**n == "job" => job = Some(&**value),
             8 if &**n == "instance" => instance = Some(&**value),

@@ -203,34 +203,88 @@ impl JobSettings {
     }
 }
 
-/// Interns label names and values, so a string that appears in many series
-/// (`model_name`, a GPU's UUID, `engine`, and in a fleet the same names on
-/// every node) is stored once. Strings nobody uses any more are purged when
-/// the set has doubled since the last purge, so churn does not grow it.
+/// Interns labels, and the names and values they are made of, so a label
+/// that appears in many series (`model_name="..."`, a GPU's UUID, a
+/// target's `instance`, and in a fleet the same labels on every node) is
+/// stored once and its label sets hold one pointer to it. Labels and strings
+/// nobody uses any more are purged when their table has doubled since its
+/// last purge, so churn does not grow them.
 #[derive(Debug, Default)]
 pub struct Interner {
-    set: std::sync::Mutex<FxHashSet<Str>>,
-    purge_at: std::sync::atomic::AtomicUsize,
+    tables: std::sync::Mutex<Tables>,
 }
 
-impl Interner {
-    pub fn get(&self, s: &str) -> Str {
-        let mut set = self.set.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(a) = set.get(s) {
+#[derive(Default)]
+struct Tables {
+    strings: FxHashSet<Str>,
+    strings_purge_at: usize,
+    labels: hashbrown::HashTable<Label>,
+    labels_purge_at: usize,
+}
+
+impl std::fmt::Debug for Tables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tables").field("strings", &self.strings.len()).field("labels", &self.labels.len()).finish()
+    }
+}
+
+/// The fewest entries a table holds before it is first purged.
+const PURGE_FLOOR: usize = 4096;
+
+fn label_hash(name: &str, value: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    // `str`'s Hash ends each string with a marker: ("ab", "c") and ("a", "bc") differ.
+    name.hash(&mut h);
+    value.hash(&mut h);
+    h.finish()
+}
+
+impl Tables {
+    fn string(&mut self, s: &str) -> Str {
+        if let Some(a) = self.strings.get(s) {
             return a.clone();
         }
         let a = Str::new(s);
-        set.insert(a.clone());
-        let limit = self.purge_at.load(std::sync::atomic::Ordering::Relaxed).max(4096);
-        if set.len() > limit {
-            set.retain(|a| Str::strong_count(a) > 1);
-            self.purge_at.store(set.len() * 2, std::sync::atomic::Ordering::Relaxed);
+        self.strings.insert(a.clone());
+        if self.strings.len() > self.strings_purge_at.max(PURGE_FLOOR) {
+            self.strings.retain(|a| Str::strong_count(a) > 1);
+            self.strings_purge_at = self.strings.len() * 2;
         }
         a
     }
+}
 
+impl Interner {
+    /// The shared string `s`.
+    pub fn get(&self, s: &str) -> Str {
+        self.lock().string(s)
+    }
+
+    /// The shared label `name="value"`.
+    pub fn label(&self, name: &str, value: &str) -> Label {
+        let mut t = self.lock();
+        let hash = label_hash(name, value);
+        if let Some(l) = t.labels.find(hash, |l| &*l.name == name && &*l.value == value) {
+            return l.clone();
+        }
+        let l = Label::new(t.string(name), t.string(value));
+        t.labels.insert_unique(hash, l.clone(), |l| label_hash(&l.name, &l.value));
+        if t.labels.len() > t.labels_purge_at.max(PURGE_FLOOR) {
+            t.labels.retain(|l| Label::strong_count(l) > 1);
+            t.labels_purge_at = t.labels.len() * 2;
+        }
+        l
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Tables> {
+        self.tables.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Strings and labels held, together.
     pub fn len(&self) -> usize {
-        self.set.lock().unwrap_or_else(|p| p.into_inner()).len()
+        let t = self.lock();
+        t.strings.len() + t.labels.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -254,5 +308,21 @@ mod interner_tests {
         }
         assert!(i.len() <= 8193, "{}", i.len());
         assert!(Str::ptr_eq(&a, &i.get("model_name")), "a string still in use survives a purge");
+    }
+
+    #[test]
+    fn interned_labels_are_shared_and_unused_ones_purged() {
+        let i = Interner::default();
+        let a = i.label("model_name", "llama");
+        assert!(Label::ptr_eq(&a, &i.label("model_name", "llama")));
+        assert!(!Label::ptr_eq(&a, &i.label("model_nam", "ellama")));
+        assert!(Str::ptr_eq(&a.name, &i.get("model_name")), "a label's strings are the interned ones");
+        assert_eq!((&*a.name, &*a.value), ("model_name", "llama"));
+        for n in 0..20_000 {
+            let _ = i.label("pod", &format!("pod-{n}"));
+        }
+        // Each purge keeps what is held: `a`, and the strings of labels still in the table.
+        assert!(i.len() <= 2 * 8193, "{}", i.len());
+        assert!(Label::ptr_eq(&a, &i.label("model_name", "llama")), "a label still in use survives a purge");
     }
 }

@@ -177,7 +177,7 @@ pub fn attach_target_labels(mut scraped: Vec<Label>, target: &Labels, honor: boo
                 break;
             }
         }
-        conflicting[i].name = name.into();
+        conflicting[i] = Label::new(name, conflicting[i].value.clone());
     }
     for c in conflicting {
         scraped.retain(|l| l.name != c.name);
@@ -528,7 +528,7 @@ fn finish_labels(
     job: &JobSettings,
 ) -> Result<Option<Labels>, ScrapeFailure> {
     let mut v: Vec<Label> = Vec::with_capacity(raw.len() + target.labels.len() + 1);
-    v.push(Label { name: job.interner.get(METRIC_NAME), value: job.interner.get(name) });
+    v.push(job.interner.label(METRIC_NAME, name));
     for (n, val) in raw {
         if n == METRIC_NAME {
             return Err(fail("invalid_labels", format!("series {name}: label __name__ inside braces")));
@@ -536,7 +536,7 @@ fn finish_labels(
         if v.iter().any(|l| *l.name == **n) {
             return Err(fail("invalid_labels", format!("series {name}: label name {n:?} is not unique")));
         }
-        v.push(Label { name: job.interner.get(n), value: job.interner.get(val) });
+        v.push(job.interner.label(n, val));
     }
     let mut v = attach_target_labels(v, &target.labels, job.honor_labels);
     let labels = Labels::from_vec(std::mem::take(&mut v));

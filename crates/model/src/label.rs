@@ -28,7 +28,17 @@ pub struct Label(ThinArc<Pair, u8>);
 pub struct Pair {
     pub name: Str,
     pub value: Str,
+    /// Bytes of the encoding (a function of name and value, so it changes
+    /// nothing in comparisons); the slice after the pair holds them, then
+    /// zeros up to a multiple of [`WIRE_CHUNK`].
+    wire_len: usize,
 }
+
+/// The encoding a label keeps is padded with zeros to a multiple of this, so
+/// that it can be copied in whole chunks of this size ([`Label::wire_chunks`]):
+/// a request copies a handful of short encodings per series, and a call to
+/// `memcpy` for each cost a fifth of the request's time in its benchmark.
+pub const WIRE_CHUNK: usize = 16;
 
 /// Field numbers of the remote-write protobuf (`prometheus.TimeSeries` and
 /// `prometheus.Label`) a label's encoding is made of, as key bytes.
@@ -38,10 +48,12 @@ const LABEL_VALUE: u8 = 2 << 3 | 2;
 
 impl Label {
     pub fn new(name: impl Into<Str>, value: impl Into<Str>) -> Label {
-        let pair = Pair { name: name.into(), value: value.into() };
+        let (name, value) = (name.into(), value.into());
         let mut wire = smallvec::SmallVec::<[u8; 96]>::new();
-        put_wire(&mut wire, pair.name.as_bytes(), pair.value.as_bytes());
-        Label(ThinArc::from_header_and_slice(pair, &wire))
+        put_wire(&mut wire, name.as_bytes(), value.as_bytes());
+        let wire_len = wire.len();
+        wire.resize(wire_len.next_multiple_of(WIRE_CHUNK), 0);
+        Label(ThinArc::from_header_and_slice(Pair { name, value, wire_len }, &wire))
     }
 
     /// The label as one `labels` field of a remote-write `TimeSeries`: key,
@@ -50,7 +62,17 @@ impl Label {
     /// series' label fields are these, in the set's order.
     #[inline]
     pub fn wire(&self) -> &[u8] {
-        &self.0.slice
+        &self.0.slice[..self.wire_len]
+    }
+
+    /// [`Label::wire`] followed by zeros, as whole chunks of
+    /// [`WIRE_CHUNK`] bytes (fewer than `WIRE_CHUNK` zeros: an encoding of
+    /// 16 bytes is one chunk).
+    #[inline]
+    pub fn wire_chunks(&self) -> &[[u8; WIRE_CHUNK]] {
+        let (chunks, rest) = self.0.slice.as_chunks::<WIRE_CHUNK>();
+        debug_assert!(rest.is_empty());
+        chunks
     }
 
     /// Both are the same allocation (the same interned label).
@@ -174,5 +196,11 @@ mod tests {
         assert_eq!(&w.wire()[..8], [0x0a, 0xce, 0x01, 0x0a, 1, b'n', 0x12, 0xc8]);
         assert_eq!(w.wire()[8], 0x01);
         assert_eq!(w.wire().len(), 3 + 206);
+        for l in [Label::new("a", "bc"), Label::new("", ""), w, Label::new("n", "v".repeat(11).as_str())] {
+            let padded = l.wire_chunks().as_flattened();
+            assert_eq!(&padded[..l.wire().len()], l.wire());
+            assert!(padded[l.wire().len()..].iter().all(|&b| b == 0));
+            assert_eq!(padded.len(), l.wire().len().next_multiple_of(WIRE_CHUNK), "{l:?}");
+        }
     }
 }

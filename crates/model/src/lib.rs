@@ -15,7 +15,7 @@ use triomphe::ThinArc;
 
 mod label;
 mod str;
-pub use label::{Label, Pair};
+pub use label::{Label, Pair, WIRE_CHUNK};
 pub use str::Str;
 
 /// Label name that carries the metric name.

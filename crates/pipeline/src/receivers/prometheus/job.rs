@@ -2,7 +2,7 @@
 //! the Accept header, headers, metric relabeling, external labels), how its
 //! scrapes authenticate, and the strings its label sets intern.
 
-use infertel_model::{Label, Str};
+use infertel_model::{Label, Labels, Str};
 use infertel_relabel::Relabeler;
 use reqwest::header::HeaderValue;
 use rustc_hash::FxHashSet;
@@ -241,6 +241,20 @@ fn label_hash(name: &str, value: &str) -> u64 {
 }
 
 impl Tables {
+    fn label(&mut self, name: &str, value: &str) -> Label {
+        let hash = label_hash(name, value);
+        if let Some(l) = self.labels.find(hash, |l| &*l.name == name && &*l.value == value) {
+            return l.clone();
+        }
+        let l = Label::new(self.string(name), self.string(value));
+        self.labels.insert_unique(hash, l.clone(), |l| label_hash(&l.name, &l.value));
+        if self.labels.len() > self.labels_purge_at.max(PURGE_FLOOR) {
+            self.labels.retain(|l| Label::strong_count(l) > 1);
+            self.labels_purge_at = self.labels.len() * 2;
+        }
+        l
+    }
+
     fn string(&mut self, s: &str) -> Str {
         if let Some(a) = self.strings.get(s) {
             return a.clone();
@@ -263,18 +277,16 @@ impl Interner {
 
     /// The shared label `name="value"`.
     pub fn label(&self, name: &str, value: &str) -> Label {
-        let mut t = self.lock();
-        let hash = label_hash(name, value);
-        if let Some(l) = t.labels.find(hash, |l| &*l.name == name && &*l.value == value) {
-            return l.clone();
-        }
-        let l = Label::new(t.string(name), t.string(value));
-        t.labels.insert_unique(hash, l.clone(), |l| label_hash(&l.name, &l.value));
-        if t.labels.len() > t.labels_purge_at.max(PURGE_FLOOR) {
-            t.labels.retain(|l| Label::strong_count(l) > 1);
-            t.labels_purge_at = t.labels.len() * 2;
-        }
-        l
+        self.lock().label(name, value)
+    }
+
+    /// `set` with each of its labels the shared one (under one lock).
+    pub fn labels(&self, set: &Labels) -> Labels {
+        let labels: Vec<Label> = {
+            let mut t = self.lock();
+            set.iter().map(|l| t.label(&l.name, &l.value)).collect()
+        };
+        Labels::from_vec(labels)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Tables> {

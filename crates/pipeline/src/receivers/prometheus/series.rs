@@ -539,9 +539,13 @@ fn finish_labels(
         v.push(job.interner.label(n, val));
     }
     let mut v = attach_target_labels(v, &target.labels, job.honor_labels);
-    let labels = Labels::from_vec(std::mem::take(&mut v));
+    let scraped = Labels::from_vec(std::mem::take(&mut v));
     let relabeled = !job.metric_relabel.is_empty();
-    let Some(labels) = job.metric_relabel.process(&labels) else { return Ok(None) };
+    let Some(labels) = job.metric_relabel.process(&scraped) else { return Ok(None) };
+    // A label relabeling made (a `replace` that sets `cluster` on every
+    // series, say) is its own allocation in each set: through the interner
+    // every series shares it again.
+    let labels = if Labels::ptr_eq(&labels, &scraped) { labels } else { job.interner.labels(&labels) };
     // Relabeling that removed every label drops the series, silently.
     if labels.is_empty() {
         return Ok(None);
@@ -846,6 +850,20 @@ mod tests {
     fn metric_relabel_removing_the_name_fails_the_scrape() {
         let j = job("- {regex: __name__, action: labeldrop}");
         assert_eq!(scrape("a 1\n", 1, &j, &mut SeriesCache::default()).unwrap_err().reason, "invalid_labels");
+    }
+
+    #[test]
+    fn labels_made_by_metric_relabeling_are_shared() {
+        let j = job("- {target_label: cluster, replacement: c1}\n- {source_labels: [x], target_label: y}");
+        let (out, _) =
+            scrape("a{x=\"1\"} 1\nb{x=\"1\"} 1\nc{x=\"2\"} 1\n", 1, &j, &mut SeriesCache::default()).unwrap();
+        assert_eq!(names(&out)[0], r#"a{cluster="c1",instance="h:1",job="j",x="1",y="1"}"#);
+        let label = |i: usize, n: &str| out[i].labels.iter().find(|l| &*l.name == n).unwrap().clone();
+        assert!(Label::ptr_eq(&label(0, "cluster"), &label(1, "cluster")));
+        assert!(Label::ptr_eq(&label(0, "cluster"), &label(2, "cluster")));
+        assert!(Label::ptr_eq(&label(0, "y"), &label(1, "y")));
+        assert!(Label::ptr_eq(&label(0, "x"), &label(1, "x")), "scraped labels stay shared");
+        assert_eq!(&*label(2, "y").value, "2");
     }
 
     #[test]

@@ -270,7 +270,9 @@ impl Tables {
 }
 
 impl Interner {
-    /// The shared string `s`.
+    /// The shared string `s` (the scrape path asks for labels; their
+    /// strings come from here).
+    #[cfg(test)]
     pub fn get(&self, s: &str) -> Str {
         self.lock().string(s)
     }

@@ -866,6 +866,70 @@ mod tests {
         assert_eq!(&*label(2, "y").value, "2");
     }
 
+    /// What a scrape of real captures sends, from two replicas of each, over
+    /// two scrapes at jittered times (the second takes the cache shortcut),
+    /// with a relabel rule that sets a label on every series and external
+    /// labels (one the rule's label shadows): each request body is what
+    /// prost writes for the same series rebuilt from their label strings,
+    /// with the external labels added by name as Prometheus adds them.
+    #[test]
+    fn real_captures_from_two_replicas_encode_as_prost_does() {
+        use infertel_remote_write::{Encoder, to_write_request};
+        use prost::Message;
+        let dir = match std::env::var_os("INFERTEL_SHARED") {
+            Some(shared) => std::path::PathBuf::from(shared).join("fixtures/real"),
+            None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real"),
+        };
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "prom"))
+            .collect();
+        files.sort();
+        assert!(files.len() >= 9, "{files:?}");
+        let j = job("- {target_label: cluster, replacement: c1}\n\
+                     - {source_labels: [__name__], regex: 'vllm:(.*)', target_label: family, replacement: '$1'}");
+        let external = [("cluster", "ext"), ("region", "eu")];
+        let mut enc = Encoder::with_external_labels(external.iter().map(|(n, v)| Label::new(*n, *v)).collect());
+        let mut sent = 0;
+        for f in &files {
+            let body = std::fs::read(f).unwrap();
+            let replicas = ["10.0.0.1:8000", "10.0.0.2:8000"].map(|i| {
+                let labels = Labels::from_pairs([("job", "vllm"), ("instance", i)]);
+                let t = Target { discovered: labels.clone(), all_labels: labels.clone(), labels, ..target() };
+                (t, SeriesCache::default())
+            });
+            let mut replicas = replicas;
+            for ts in [1_700_000_000_123, 1_700_000_015_371] {
+                for (t, cache) in &mut replicas {
+                    let mut out = Vec::new();
+                    build_series(&body, None, ts, t, &j, cache, &mut out, &mut Vec::new(), false)
+                        .unwrap_or_else(|e| panic!("{}: {}", f.display(), e.message));
+                    let got = snap::raw::Decoder::new().decompress_vec(enc.encode(&out, &[])).unwrap();
+                    let reference: Vec<Series> = out
+                        .iter()
+                        .map(|s| {
+                            let mut pairs: Vec<(String, String)> =
+                                s.labels.iter().map(|l| (l.name.to_string(), l.value.to_string())).collect();
+                            for (n, v) in external {
+                                if !pairs.iter().any(|(have, _)| have == n) {
+                                    pairs.push((n.into(), v.into()));
+                                }
+                            }
+                            let labels = Labels::from_pairs(pairs.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+                            Series { labels, samples: s.samples.clone() }
+                        })
+                        .collect();
+                    assert_eq!(got, to_write_request(&reference, &[]).encode_to_vec(), "{} at {ts}", f.display());
+                    assert!(out.iter().all(|s| s.labels.get("cluster") == Some("c1")));
+                    sent += out.len();
+                }
+            }
+        }
+        // Four scrapes of each capture, a series per sample line.
+        assert!(sent > 4 * 200, "{sent}");
+    }
+
     #[test]
     fn label_sets_are_interned_across_scrapes() {
         let (j, mut c) = (job(""), SeriesCache::default());

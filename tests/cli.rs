@@ -199,6 +199,41 @@ fn run_shuts_down_cleanly_on_sigterm_and_logs_json() {
     assert!(lines.iter().any(|v| v["message"] == "shutdown complete"), "{log}");
 }
 
+/// The async workers of a running agent, by the name tokio gives them.
+fn workers(pid: u32) -> usize {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the agent's threads");
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|c| c.trim() == "tokio-rt-worker")
+        .count()
+}
+
+#[test]
+fn one_worker_thread_unless_asked_for_more() {
+    assert_eq!(infertel(&["--worker-threads", "0", "validate", "--config", "x"]).status.code(), Some(2));
+    let d = tempfile::tempdir().unwrap();
+    for (flag, env, want) in [(None, None, 1), (Some("3"), None, 3), (None, Some("2"), 2)] {
+        let port = free_port();
+        let cfg = format!("{GOOD}  telemetry:\n    metrics:\n      address: 127.0.0.1:{port}\n");
+        let p = write_config(&d, &cfg);
+        let mut cmd = Command::new(infertel_bin());
+        if let Some(n) = flag {
+            cmd.args(["--worker-threads", n]);
+        }
+        match env {
+            Some(n) => cmd.env("INFERTEL_WORKER_THREADS", n),
+            None => cmd.env_remove("INFERTEL_WORKER_THREADS"),
+        };
+        cmd.args(["run", "--config", &p]);
+        let mut proc = Proc::spawn("infertel", &mut cmd, d.path().join(format!("log-{want}")));
+        wait_until("self-metrics", Duration::from_secs(20), || {
+            matches!(http_get(&format!("http://127.0.0.1:{port}/metrics")), Ok((200, _))).then_some(())
+        });
+        assert_eq!(workers(proc.pid()), want, "flag {flag:?}, env {env:?}");
+        assert_eq!(proc.terminate(Duration::from_secs(15)), Some(0), "{}", proc.log_text());
+    }
+}
+
 #[test]
 fn demo_shows_both_targets_up() {
     let o = Command::new(infertel_bin()).args(["demo", "--duration", "4s", "--interval", "1s"]).output().unwrap();

@@ -1,5 +1,6 @@
 //! The `infertel` binary: a thin CLI over the pipeline crate.
 
+mod allocator;
 mod cli;
 mod commands;
 mod exit;

@@ -16,7 +16,11 @@ use std::path::Path;
 use std::process::ExitCode;
 
 pub fn dispatch(cli: Cli) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let workers = usize::from(cli.runtime.worker_threads);
+    crate::allocator::limit_arenas(workers);
+    // Multi-threaded even with one worker: the durable queue's disk I/O
+    // hands the worker over (`block_in_place`) instead of stalling scrapes.
+    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

@@ -1,0 +1,41 @@
+//! Links the release binary with its functions in the order of
+//! `symbol-order.txt`: the functions a running agent executes, from its
+//! start through steady scraping and sending, placed together at the front
+//! of the code.
+//!
+//! Why: the kernel maps a binary's code in 64 KiB runs around each page
+//! first touched (fault-around). Left in the compiler's order, the ~2.3 MB of
+//! functions an agent runs are spread over the 20 MB of code, and about 12 MB
+//! of it ends up resident. Placed together, the resident code is close to
+//! what runs. The file is written by `scripts/symbol-order.sh`, which runs
+//! the release binary under callgrind on the agent's usual work and lists
+//! every function it executed, hottest first.
+//!
+//! Names in the file carry the compiler's hashes for this profile and these
+//! dependency versions; names the linker does not find are skipped without
+//! a warning (`--no-warn-symbol-ordering`), so a stale file links as before
+//! and only loses the benefit. `scripts/symbol-order.sh --check` says how
+//! much of the file still matches.
+//!
+//! Only for release builds on x86_64 Linux with the toolchain's own linker
+//! (rust-lld, the default there since Rust 1.90), which knows the option.
+//! `INFERTEL_SYMBOL_ORDER=0` turns it off (another linker, say).
+
+use std::path::Path;
+
+fn main() {
+    println!("cargo:rerun-if-changed=symbol-order.txt");
+    println!("cargo:rerun-if-env-changed=INFERTEL_SYMBOL_ORDER");
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
+    let wanted = var("INFERTEL_SYMBOL_ORDER") != "0"
+        && var("PROFILE") == "release"
+        && var("TARGET") == "x86_64-unknown-linux-gnu"
+        && !var("CARGO_ENCODED_RUSTFLAGS").contains("fuse-ld")
+        && !var("CARGO_ENCODED_RUSTFLAGS").contains("linker");
+    let file = Path::new(&var("CARGO_MANIFEST_DIR")).join("symbol-order.txt");
+    if !wanted || std::fs::metadata(&file).map(|m| m.len() == 0).unwrap_or(true) {
+        return;
+    }
+    println!("cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}", file.display());
+    println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
+}

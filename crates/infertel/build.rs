@@ -5,7 +5,7 @@
 //!
 //! Why: the kernel maps a binary's code in 64 KiB runs around each page
 //! first touched (fault-around). Left in the compiler's order, the ~2.3 MB of
-//! functions an agent runs are spread over the 20 MB of code, and about 12 MB
+//! functions an agent runs are spread over the 22 MB of code, and about 12 MB
 //! of it ends up resident. Placed together, the resident code is close to
 //! what runs. The file is written by `scripts/symbol-order.sh`, which runs
 //! the release binary under callgrind on the agent's usual work and lists

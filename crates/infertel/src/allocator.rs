@@ -4,7 +4,7 @@
 /// each holding its own free memory. The agent's threads are its workers
 /// (plus the main thread and short-lived blocking ones), so more arenas than
 /// workers only spread the same heap thinner: at 100 targets a second arena
-/// held about 1 MB more. A `MALLOC_ARENA_MAX` or `GLIBC_TUNABLES` the
+/// held about 0.8 MB more. A `MALLOC_ARENA_MAX` or `GLIBC_TUNABLES` the
 /// operator set wins.
 pub fn limit_arenas(workers: usize) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

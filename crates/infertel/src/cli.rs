@@ -35,7 +35,7 @@ pub struct RuntimeArgs {
     /// Threads that run scrapes, processors and exporters. One core carries
     /// well over a million samples a second, and a node agent's load is a
     /// small fraction of that: a second worker mostly adds wake-ups between
-    /// threads (about 15% more CPU per sample in peer-bench). Disk writes
+    /// threads (about 10% more CPU per sample in peer-bench). Disk writes
     /// of the durable queue still run off the worker. Raise it for a large
     /// fleet of targets per agent.
     #[arg(

@@ -18,10 +18,24 @@
 //! much of the file still matches.
 //!
 //! Only for release builds on x86_64 Linux with the toolchain's own linker
-//! (rust-lld, the default there since Rust 1.90), which knows the option.
-//! `INFERTEL_SYMBOL_ORDER=0` turns it off (another linker, say).
+//! (rust-lld, the default there since Rust 1.90), which knows the option:
+//! a toolchain without it in its sysroot (a distribution's rustc linking
+//! with the system's `ld`) links as before. `INFERTEL_SYMBOL_ORDER=0` turns
+//! it off (another linker set by hand, say).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Whether the compiler ships its own lld for this target (the
+/// self-contained linker the official toolchains use by default here).
+fn toolchain_has_lld() -> bool {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let Ok(out) = Command::new(rustc).args(["--print", "sysroot"]).output() else {
+        return false;
+    };
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    sysroot.join("lib/rustlib/x86_64-unknown-linux-gnu/bin/gcc-ld/ld.lld").exists()
+}
 
 fn main() {
     println!("cargo:rerun-if-changed=symbol-order.txt");
@@ -33,7 +47,7 @@ fn main() {
         && !var("CARGO_ENCODED_RUSTFLAGS").contains("fuse-ld")
         && !var("CARGO_ENCODED_RUSTFLAGS").contains("linker");
     let file = Path::new(&var("CARGO_MANIFEST_DIR")).join("symbol-order.txt");
-    if !wanted || std::fs::metadata(&file).map(|m| m.len() == 0).unwrap_or(true) {
+    if !wanted || std::fs::metadata(&file).map(|m| m.len() == 0).unwrap_or(true) || !toolchain_has_lld() {
         return;
     }
     println!("cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}", file.display());

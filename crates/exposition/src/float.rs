@@ -87,6 +87,14 @@ const POW10: [f64; 23] = [
 /// conversion gives. Anything else (long or huge mantissas, big exponents,
 /// odd syntax) returns `None` and takes the full path.
 fn fast_decimal(s: &[u8]) -> Option<f64> {
+    decimal_prefix(s).filter(|&(_, n)| n == s.len()).map(|(v, _)| v)
+}
+
+/// [`fast_decimal`] of the longest prefix of `s` the decimal grammar reads,
+/// with that prefix's length: a scraped line's value is read without first
+/// looking for its end. A prefix followed by a byte that can end the value
+/// token is the token, and the value is [`parse_go_float`]'s.
+pub(crate) fn decimal_prefix(s: &[u8]) -> Option<(f64, usize)> {
     let mut i = 0;
     let neg = match s.first() {
         Some(b'-') => {
@@ -99,30 +107,28 @@ fn fast_decimal(s: &[u8]) -> Option<f64> {
         }
         _ => false,
     };
+    // The digits before and after the point, each in a loop of its own.
+    // The mantissa wraps past 19 digits, and such a number is refused below.
     let mut mantissa: u64 = 0;
-    let mut digits = 0usize;
-    let mut frac = 0i32;
-    let mut seen_point = false;
-    while let Some(&b) = s.get(i) {
-        match b {
-            b'0'..=b'9' => {
-                digits += 1;
-                if digits > 19 {
-                    return None;
-                }
-                mantissa = mantissa * 10 + u64::from(b - b'0');
-                if seen_point {
-                    frac += 1;
-                }
-            }
-            b'.' if !seen_point => seen_point = true,
-            _ => break,
+    let mut run = |i: &mut usize| {
+        let start = *i;
+        while let Some(d) = s.get(*i).map(|b| b.wrapping_sub(b'0')).filter(|&d| d <= 9) {
+            mantissa = mantissa.wrapping_mul(10).wrapping_add(u64::from(d));
+            *i += 1;
         }
+        *i - start
+    };
+    let mut digits = run(&mut i);
+    let mut frac = 0;
+    if s.get(i) == Some(&b'.') {
         i += 1;
+        frac = run(&mut i);
+        digits += frac;
     }
-    if digits == 0 {
+    if digits == 0 || digits > 19 {
         return None;
     }
+    let frac = frac as i32;
     let mut exp = 0i32;
     if let Some(b'e' | b'E') = s.get(i) {
         i += 1;
@@ -152,7 +158,7 @@ fn fast_decimal(s: &[u8]) -> Option<f64> {
             exp = -exp;
         }
     }
-    if i != s.len() || mantissa > 1 << 53 {
+    if mantissa > 1 << 53 {
         return None;
     }
     let e = exp - frac;
@@ -162,7 +168,7 @@ fn fast_decimal(s: &[u8]) -> Option<f64> {
         -22..=-1 => m / POW10[(-e) as usize],
         _ => return None,
     };
-    Some(if neg { -v } else { v })
+    Some((if neg { -v } else { v }, i))
 }
 
 /// Converts a string that passed [`is_decimal`]; overflow to ±inf is a range error.

@@ -88,20 +88,60 @@ pub fn parse_as_prometheus(body: &[u8], format: Format) -> Result<Exposition<'_>
 /// Prometheus' scrape cache does with the raw series text of a line): for
 /// each sample line of the 0.0.4 format, `known` is asked about the line's
 /// [`raw series key`](series_key) (the hash of the bytes before the value).
-/// When it answers with the caller's key for that series, the line's labels
-/// are neither parsed nor checked, only its value and timestamp: the sample
-/// carries the answer in [`ParsedSample::known`] and has no labels. The
-/// caller must only answer for keys of lines this parser accepted before;
-/// the bytes are then the same, so the labels and their checks would be too.
-/// OpenMetrics bodies are parsed in full.
+/// When it answers with the caller's key for that series, the line's name
+/// and labels are neither parsed nor checked, only its value and timestamp:
+/// the sample carries the answer in [`ParsedSample::known`], an empty name,
+/// no labels and no family. The caller must only answer for keys of lines
+/// this parser accepted before; the bytes are then the same, so the name,
+/// the labels and their checks would be too. OpenMetrics bodies are parsed
+/// in full.
 pub fn parse_as_prometheus_known<'a>(
     body: &'a [u8],
     format: Format,
-    known: &mut dyn FnMut(u128) -> Option<u128>,
+    known: &mut dyn KnownLines,
 ) -> Result<Exposition<'a>, ParseError> {
     match format {
         Format::PrometheusText => text::parse(body, Some(known)),
         Format::OpenMetrics => openmetrics::parse_as_prometheus(body),
+    }
+}
+
+/// What a scrape cache knows of a target's lines, for
+/// [`parse_as_prometheus_known`].
+///
+/// A target sends its series in the same order scrape after scrape, so
+/// before looking a line's key up the parser asks for a [`Guess`]: the line
+/// that followed the last one found, last time. It hashes as many bytes as
+/// the guessed line's series had and takes the guess only when the key is
+/// the guessed one, a blank follows, and the rest of the line reads as a
+/// value (and timestamp); otherwise it reads the line as without a guess.
+/// A right guess spares the search for the end of the label set and the
+/// lookup.
+pub trait KnownLines {
+    /// The caller's answer for a raw series key, or `None` for a key it
+    /// has not seen.
+    fn find(&mut self, raw_key: u128) -> Option<u128>;
+    /// The line that probably starts here, if the caller has a guess.
+    fn guess(&mut self) -> Option<Guess> {
+        None
+    }
+    /// The guess was right: the line is the guessed series.
+    fn confirm(&mut self, _guess: &Guess) {}
+}
+
+/// A guessed line: its series bytes' length and [raw key](series_key), and
+/// the answer [`KnownLines::find`] would give for that key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Guess {
+    pub raw_len: usize,
+    pub raw_key: u128,
+    pub answer: u128,
+}
+
+/// A plain lookup, without guesses.
+impl<F: FnMut(u128) -> Option<u128>> KnownLines for F {
+    fn find(&mut self, raw_key: u128) -> Option<u128> {
+        self(raw_key)
     }
 }
 
@@ -216,9 +256,12 @@ pub struct ParsedSample<'a> {
     /// The line's [`series_key`] (0.0.4 lines that start with a metric
     /// name; `None` for OpenMetrics and for `{"quoted.name"}` lines).
     pub raw_key: Option<u128>,
+    /// How many bytes of the line `raw_key` covers (0 without a key).
+    pub raw_len: u32,
     /// What the caller's `known` answered for `raw_key` (see
-    /// [`parse_as_prometheus_known`]); when `Some`, the labels were not
-    /// parsed and [`Exposition::labels`] is empty for this sample.
+    /// [`parse_as_prometheus_known`]); when `Some`, the name and labels
+    /// were not parsed: `name` is empty, [`Exposition::labels`] is empty
+    /// and `family` is `None` for this sample.
     pub known: Option<u128>,
     labels: Range<u32>,
 }

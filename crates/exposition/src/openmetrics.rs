@@ -597,6 +597,7 @@ impl<'a> Parser<'a> {
             kind: if family.is_some() { kind } else { MetricType::Unknown },
             line: self.line as u32,
             raw_key: None,
+            raw_len: 0,
             known: None,
             labels: start..self.out.labels.len() as u32,
         });

@@ -29,19 +29,21 @@ use foldhash::HashMap;
 use infertel_model::MetricType;
 
 use crate::error::ParseError;
-use crate::float::{parse_go_float, parse_ms_timestamp};
+use crate::float::{decimal_prefix, parse_go_float, parse_ms_timestamp};
 use crate::lexer::{is_metric_start, scan_label_name, scan_metric_name, scan_quoted, unescape};
-use crate::{Exposition, Family, Label, ParsedSample};
+use crate::{Exposition, Family, Guess, KnownLines, Label, ParsedSample};
 
 /// What the caller knows of raw series keys (see `parse_as_prometheus_known`).
-pub(crate) type Known<'k> = &'k mut dyn FnMut(u128) -> Option<u128>;
+pub(crate) type Known<'k> = &'k mut dyn KnownLines;
 
 pub(crate) fn parse<'a>(body: &'a [u8], known: Option<Known<'_>>) -> Result<Exposition<'a>, ParseError> {
     // One validation pass over the whole body (fast on ASCII) instead of one
     // per token; tokens then are slices of a `str` (their boundaries are
     // ASCII bytes, so always char boundaries). An invalid body falls back to
-    // per-token checks, which say where the bad byte is.
-    let text = std::str::from_utf8(body).ok();
+    // per-token checks, which say where the bad byte is. With the scrape
+    // cache's shortcut most lines are not read as text at all: the tokens
+    // that are (metadata, new lines) are checked one by one.
+    let text = if known.is_some() { None } else { std::str::from_utf8(body).ok() };
     let mut p = Parser {
         buf: body,
         text,
@@ -202,7 +204,7 @@ impl<'a> Parser<'a, '_> {
     }
 
     fn skip_to_line_end(&mut self) {
-        self.pos += self.buf[self.pos..].iter().position(|&b| b == b'\n').unwrap_or(self.buf.len() - self.pos);
+        self.pos += memchr::memchr(b'\n', &self.buf[self.pos..]).unwrap_or(self.buf.len() - self.pos);
     }
 
     /// The name in a `# HELP`/`# TYPE` line: legacy, or quoted (our extension).
@@ -254,6 +256,16 @@ impl<'a> Parser<'a, '_> {
         // series' text, and so no known key: the full parser reads it.
         let mut raw_key = None;
         if self.known.is_some() && self.peek() != Some(b'{') {
+            // The line the caller guesses comes next (the series that
+            // followed the last one found, last time).
+            if let Some(g) = self.known.as_mut().and_then(|k| k.guess())
+                && self.take_guess(line, g)
+            {
+                if let Some(k) = self.known.as_mut() {
+                    k.confirm(&g);
+                }
+                return Ok(());
+            }
             // The name ends at `{` or a space: a known line's name is all
             // metric characters (anything else, `foo-1` or a tab, makes an
             // unknown key here and the full parser reads the line).
@@ -272,12 +284,11 @@ impl<'a> Parser<'a, '_> {
             };
             if let Some(end) = series_end {
                 let key = crate::series_key(&self.buf[name_start..end]);
-                raw_key = Some(key);
-                if let Some(known) = self.known.as_mut().and_then(|k| k(key)) {
-                    let name = Cow::Borrowed(self.str_at(name_start, name_end)?);
+                raw_key = Some((key, end - name_start));
+                if let Some(known) = self.known.as_mut().and_then(|k| k.find(key)) {
                     self.pos = end;
                     let labels = self.out.labels.len();
-                    return self.rest_of_sample(line, name, labels, raw_key, Some(known));
+                    return self.rest_of_sample(line, Cow::Borrowed(""), labels, raw_key, Some(known));
                 }
             }
         }
@@ -305,9 +316,35 @@ impl<'a> Parser<'a, '_> {
         // `{"quoted.name"}` line or a label value with a raw newline (the
         // shortcut never reads those).
         if self.known.is_some() && raw_key.is_none() && self.line == line && self.buf[name_start] != b'{' {
-            raw_key = Some(crate::series_key(&self.buf[name_start..series_end]));
+            raw_key = Some((crate::series_key(&self.buf[name_start..series_end]), series_end - name_start));
         }
         self.rest_of_sample(line, name, labels_start, raw_key, None)
+    }
+
+    /// Reads the line at `pos` as the guessed series if it is one: its first
+    /// `raw_len` bytes have the guessed key, a blank follows, and the rest
+    /// reads as a value and timestamp. Otherwise leaves everything as it
+    /// was (the line is then read without the guess, and any error is the
+    /// full parser's). The guessed bytes are those of a line the parser
+    /// accepted, so they hold no newline and end where the full reading of
+    /// this line would end the series: the rest of an accepted line holds no
+    /// `}`.
+    fn take_guess(&mut self, line: usize, g: Guess) -> bool {
+        let start = self.pos;
+        let Some(end) = start.checked_add(g.raw_len) else { return false };
+        if !self.buf.get(end).copied().is_some_and(is_blank) || crate::series_key(&self.buf[start..end]) != g.raw_key {
+            return false;
+        }
+        let line_start = self.line_start;
+        self.pos = end;
+        let labels = self.out.labels.len();
+        match self.rest_of_sample(line, Cow::Borrowed(""), labels, Some((g.raw_key, g.raw_len)), Some(g.answer)) {
+            Ok(()) => true,
+            Err(_) => {
+                (self.pos, self.line, self.line_start) = (start, line, line_start);
+                false
+            }
+        }
     }
 
     /// A sample line after its labels: value, optional timestamp, line end.
@@ -316,24 +353,40 @@ impl<'a> Parser<'a, '_> {
         line: usize,
         name: Cow<'a, str>,
         labels_start: usize,
-        raw_key: Option<u128>,
+        raw_key: Option<(u128, usize)>,
         known: Option<u128>,
     ) -> Result<(), ParseError> {
         self.skip_blanks();
         // Value token: `[^{ \t\n]+` (NUL also ends it).
+        let ends_value = |b: u8| matches!(b, b'{' | b' ' | b'\t' | b'\n' | 0);
         let vstart = self.pos;
-        while self.peek().is_some_and(|b| !matches!(b, b'{' | b' ' | b'\t' | b'\n' | 0)) {
-            self.pos += 1;
-        }
-        if self.pos == vstart {
-            return Err(self.err(self.pos, format!("expected value after metric, got {}", self.describe(self.pos))));
-        }
-        let value = parse_go_float(&self.buf[vstart..self.pos]).map_err(|e| {
-            self.err(
-                vstart,
-                format!("{} while parsing {:?}", e.as_str(), String::from_utf8_lossy(&self.buf[vstart..self.pos])),
-            )
-        })?;
+        // The common case in one pass: a plain decimal, then the token's end.
+        let value = match decimal_prefix(&self.buf[vstart..]) {
+            Some((v, n)) if self.buf.get(vstart + n).is_none_or(|&b| ends_value(b)) => {
+                self.pos = vstart + n;
+                v
+            }
+            _ => {
+                while self.peek().is_some_and(|b| !ends_value(b)) {
+                    self.pos += 1;
+                }
+                if self.pos == vstart {
+                    return Err(
+                        self.err(self.pos, format!("expected value after metric, got {}", self.describe(self.pos)))
+                    );
+                }
+                parse_go_float(&self.buf[vstart..self.pos]).map_err(|e| {
+                    self.err(
+                        vstart,
+                        format!(
+                            "{} while parsing {:?}",
+                            e.as_str(),
+                            String::from_utf8_lossy(&self.buf[vstart..self.pos])
+                        ),
+                    )
+                })?
+            }
+        };
         self.skip_blanks();
         let mut timestamp_ms = None;
         if self.peek().is_some_and(|b| b.is_ascii_digit()) {
@@ -357,7 +410,8 @@ impl<'a> Parser<'a, '_> {
             family: None,
             kind: MetricType::Unknown,
             line: line as u32,
-            raw_key,
+            raw_key: raw_key.map(|(k, _)| k),
+            raw_len: raw_key.map_or(0, |(_, n)| u32::try_from(n).unwrap_or(u32::MAX)),
             known,
             labels: labels_start as u32..labels_end as u32,
         });
@@ -500,6 +554,10 @@ impl<'a> Parser<'a, '_> {
         // Consecutive samples usually share a name (one series per label set).
         let mut prev: Option<(Cow<'a, str>, Option<u32>)> = None;
         for s in &mut self.out.samples {
+            if s.known.is_some() {
+                // Not read: the caller knows the series.
+                continue;
+            }
             let found = match &prev {
                 Some((n, f)) if *n == s.name => *f,
                 _ => {

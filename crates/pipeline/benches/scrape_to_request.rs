@@ -55,21 +55,22 @@ fn bench(c: &mut Criterion) {
     });
     // The scrape cache's shortcut: every line known (a steady-state scrape)
     // against none known (a target's first scrape).
-    let keys: std::collections::HashSet<u128> =
-        infertel_exposition::parse_as_prometheus_known(BODY, infertel_exposition::Format::PrometheusText, &mut |_| {
-            None
-        })
-        .expect("fixture")
-        .samples
-        .iter()
-        .filter_map(|s| s.raw_key)
-        .collect();
+    let keys: std::collections::HashSet<u128> = infertel_exposition::parse_as_prometheus_known(
+        BODY,
+        infertel_exposition::Format::PrometheusText,
+        &mut |_: u128| None,
+    )
+    .expect("fixture")
+    .samples
+    .iter()
+    .filter_map(|s| s.raw_key)
+    .collect();
     g.bench_function("parse_cache_hit", |b| {
         b.iter(|| {
             infertel_exposition::parse_as_prometheus_known(
                 black_box(BODY),
                 infertel_exposition::Format::PrometheusText,
-                &mut |k| keys.contains(&k).then_some(k),
+                &mut |k: u128| keys.contains(&k).then_some(k),
             )
             .map(|e| e.samples.len())
         })
@@ -79,7 +80,7 @@ fn bench(c: &mut Criterion) {
             infertel_exposition::parse_as_prometheus_known(
                 black_box(BODY),
                 infertel_exposition::Format::PrometheusText,
-                &mut |_| None,
+                &mut |_: u128| None,
             )
             .map(|e| e.samples.len())
         })

@@ -39,8 +39,8 @@ pub(super) struct Slot {
     raw: Key,
     /// Finished labels, or None when metric relabeling dropped the series.
     pub out: Option<Labels>,
-    /// The scrape that last saw the series.
-    pub seen: u64,
+    /// The scrape that last saw the series (its low 32 bits, as `raw_seen`).
+    pub seen: u32,
     /// The timestamp of the sample forwarded this scrape: the same series
     /// again in the body is forwarded only with a later one (Prometheus
     /// keeps the first of equal timestamps and drops one going back).
@@ -48,6 +48,8 @@ pub(super) struct Slot {
     /// The scrape that last saw `raw` (its low 32 bits: a raw key not seen
     /// on a successful scrape goes, so the bits cannot come round).
     raw_seen: u32,
+    /// How many bytes of its line `raw` covers: what a guess hashes.
+    raw_len: u32,
     has_raw: bool,
     live: bool,
     /// Another scraped series already has these finished labels (metric
@@ -57,10 +59,13 @@ pub(super) struct Slot {
     pub track_staleness: bool,
 }
 
+/// No slot.
+const NONE: u32 = u32::MAX;
+
 /// What a new series starts with.
 pub(super) struct NewSlot {
     pub out: Option<Labels>,
-    pub seen: u64,
+    pub seen: u32,
     pub shadowed: bool,
     pub track_staleness: bool,
 }
@@ -76,6 +81,15 @@ pub(super) struct SlotTable {
     /// Raw keys of second and later spellings of a series (label order,
     /// blanks): (slot, scrape that last saw it).
     spellings: FxHashMap<u128, (u32, u64)>,
+    /// For each slot, the slot of the line that followed its line on the
+    /// last scrape that read it (`NONE` for none): what the parser guesses
+    /// next. Beside the slots rather than in them, which are 64 bytes.
+    next: Vec<u32>,
+    /// The slot of the last scrape's first line.
+    first: u32,
+    /// Lines read by a right guess (for tests).
+    #[cfg(test)]
+    pub guessed: u64,
 }
 
 impl SlotTable {
@@ -106,6 +120,38 @@ impl SlotTable {
             *seen = id;
             *i
         })
+    }
+
+    /// Notes that, in the body being read, the series in slot `i` came
+    /// after the one in slot `prev` (`None`: first).
+    pub fn follows(&mut self, prev: Option<u32>, i: u32) {
+        match prev.and_then(|p| self.next.get_mut(p as usize)) {
+            Some(n) => *n = i,
+            None => self.first = i,
+        }
+    }
+
+    /// The guess for the line after the one whose series is in slot `prev`
+    /// (`None`: the first line): the series that came next on the last
+    /// scrape, in its first spelling, if it has one.
+    pub fn guess(&self, prev: Option<u32>) -> Option<infertel_exposition::Guess> {
+        let i = match prev {
+            Some(p) => *self.next.get(p as usize)?,
+            None => self.first,
+        };
+        let s = self.slots.get(i as usize).filter(|s| s.live && s.has_raw)?;
+        Some(infertel_exposition::Guess { raw_len: s.raw_len as usize, raw_key: s.raw.get(), answer: u128::from(i) })
+    }
+
+    /// A right guess: marks slot `i`'s first spelling seen by scrape `id`.
+    pub fn guessed(&mut self, i: u32, id: u64) {
+        if let Some(s) = self.slots.get_mut(i as usize) {
+            s.raw_seen = id as u32;
+        }
+        #[cfg(test)]
+        {
+            self.guessed += 1;
+        }
     }
 
     /// The slot of the series with identity `key`.
@@ -139,6 +185,7 @@ impl SlotTable {
             seen: new.seen,
             last_ts: i64::MIN,
             raw_seen: 0,
+            raw_len: 0,
             has_raw: false,
             live: true,
             shadowed: new.shadowed,
@@ -147,10 +194,12 @@ impl SlotTable {
         let i = match self.free.pop() {
             Some(i) => {
                 self.slots[i as usize] = slot;
+                self.next[i as usize] = NONE;
                 i
             }
             None => {
                 self.slots.push(slot);
+                self.next.push(NONE);
                 (self.slots.len() - 1) as u32
             }
         };
@@ -159,14 +208,16 @@ impl SlotTable {
         i
     }
 
-    /// Notes that lines with raw key `raw` are the series in slot `i`.
-    pub fn add_raw(&mut self, i: u32, raw: u128, id: u64) {
+    /// Notes that lines with raw key `raw`, of `len` bytes, are the series
+    /// in slot `i`.
+    pub fn add_raw(&mut self, i: u32, raw: u128, len: u32, id: u64) {
         let k = Key::new(raw);
         let slot = &mut self.slots[i as usize];
         if slot.has_raw && slot.raw == k {
             slot.raw_seen = id as u32;
         } else if !slot.has_raw {
             slot.raw = k;
+            slot.raw_len = len;
             slot.has_raw = true;
             slot.raw_seen = id as u32;
             let slots = &self.slots;
@@ -238,7 +289,7 @@ impl SlotTable {
 mod tests {
     use super::*;
 
-    fn new_slot(seen: u64) -> NewSlot {
+    fn new_slot(seen: u32) -> NewSlot {
         NewSlot { out: None, seen, shadowed: false, track_staleness: true }
     }
 
@@ -247,10 +298,10 @@ mod tests {
         let mut t = SlotTable::default();
         let a = t.insert(1, new_slot(1));
         let b = t.insert(2, new_slot(1));
-        t.add_raw(a, 11, 1);
-        t.add_raw(b, 22, 1);
+        t.add_raw(a, 11, 2, 1);
+        t.add_raw(b, 22, 2, 1);
         // A second spelling of a.
-        t.add_raw(a, 111, 1);
+        t.add_raw(a, 111, 3, 1);
         assert_eq!((t.len(), t.raw_keys()), (2, 3));
         assert_eq!((t.find(1), t.find(2), t.find(3)), (Some(a), Some(b), None));
         assert_eq!((t.find_raw(11, 2), t.find_raw(111, 2), t.find_raw(22, 2)), (Some(a), Some(a), Some(b)));
@@ -281,7 +332,7 @@ mod tests {
         let gone = |k: u128| (k as u64) % 3 == 0;
         for n in 0..5000u128 {
             let i = t.insert(key(n), new_slot(1));
-            t.add_raw(i, key(n) + (1 << 100), 1);
+            t.add_raw(i, key(n) + (1 << 100), 10, 1);
         }
         t.retain(1, |k, _| !gone(k));
         for n in 0..5000u128 {

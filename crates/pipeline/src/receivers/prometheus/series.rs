@@ -8,7 +8,7 @@ use super::job::JobSettings;
 use super::scrape_cache::{NewSlot, SlotTable};
 use super::target::Target;
 use crate::status::trace::ScrapeFate;
-use infertel_exposition::Format;
+use infertel_exposition::{Format, Guess, KnownLines};
 use infertel_model::{Label, Labels, METRIC_NAME, Metadata, Sample, Series, stale_nan};
 use rustc_hash::FxHashMap;
 use std::time::Instant;
@@ -92,7 +92,7 @@ impl SeriesCache {
         self.table
             .iter()
             .map(|(_, e)| e)
-            .filter(|e| e.seen == prev && e.track_staleness && !e.shadowed)
+            .filter(|e| e.seen == prev as u32 && e.track_staleness && !e.shadowed)
             .filter_map(|e| e.out.clone())
             .map(|labels| Series {
                 labels,
@@ -228,13 +228,12 @@ pub fn build_series(
     // Lines seen before have only their values parsed; not while a trace is
     // open (it reports every sample's labels as scraped).
     // The parser carries the slot number of a known line.
-    let table = &mut cache.table;
-    let mut known = |k: u128| table.find_raw(k, id).map(u128::from);
+    let mut known = KnownSlots { table: &mut cache.table, id, last: None };
     fn parse<'a>(
         body: &'a [u8],
         format: Format,
         tracing: bool,
-        known: &mut dyn FnMut(u128) -> Option<u128>,
+        known: &mut dyn KnownLines,
     ) -> Result<infertel_exposition::Exposition<'a>, infertel_exposition::ParseError> {
         if tracing {
             infertel_exposition::parse_as_prometheus(body, format)
@@ -250,6 +249,7 @@ pub fn build_series(
         Err(e) => {
             prefix = readable_prefix(body, e.line, format);
             let failure = fail("parse", format!("parse error: {e}"));
+            known.last = None;
             match parse(&prefix, format, tracing, &mut known) {
                 Ok(exp) => (exp, Some(failure)),
                 Err(_) => return Err(failure),
@@ -266,6 +266,7 @@ pub fn build_series(
     let start_len = out.len();
     let mut failure: Option<ScrapeFailure> = None;
     let mut over_limit = false;
+    let mut prev_slot = None;
     for (i, s) in exp.samples.iter().enumerate() {
         let raw = exp.labels(s);
         let explicit_ts = job.honor_timestamps && s.timestamp_ms.is_some();
@@ -303,11 +304,14 @@ pub fn build_series(
                     }
                 };
                 if let Some(raw_key) = s.raw_key {
-                    cache.table.add_raw(slot, raw_key, id);
+                    cache.table.add_raw(slot, raw_key, s.raw_len, id);
                 }
                 (slot, new)
             }
         };
+        // The order of this body, for the next scrape's guesses.
+        cache.table.follows(prev_slot, slot);
+        prev_slot = Some(slot);
         let Some(e) = cache.table.get_mut(slot) else {
             // Cannot happen (a raw key is kept only while its slot is); if
             // it did, the labels were not parsed: start the cache over.
@@ -317,8 +321,8 @@ pub fn build_series(
                 "internal: the scrape cache lost a series; the next scrape reads the body in full",
             ));
         };
-        let again = e.seen == id;
-        e.seen = id;
+        let again = e.seen == id as u32;
+        e.seen = id as u32;
         let (labels, shadowed, last_ts) = (e.out.clone(), e.shadowed, e.last_ts);
         // Someone traces this series (the status page): note its fate.
         let watched = if tracing { watch(&s.name, raw, target, job, labels.as_ref()) } else { None };
@@ -382,11 +386,11 @@ pub fn build_series(
     let owners = &mut cache.owners;
     let mut freed = false;
     cache.table.retain(id, |key, e| {
-        if e.seen == id {
+        if e.seen == id as u32 {
             return true;
         }
         if let Some(l) = &e.out {
-            if e.seen == prev && e.track_staleness && !e.shadowed {
+            if e.seen == prev as u32 && e.track_staleness && !e.shadowed {
                 if tracing {
                     let who = format!("{}/{}", target.job(), target.instance());
                     for t in job.status.tracer.following(l) {
@@ -430,6 +434,33 @@ pub fn build_series(
         }
     }
     Ok(stats)
+}
+
+/// The scrape cache as the parser asks it: a line's slot by its raw key,
+/// and a guess for the next line (the series that followed the last one
+/// found, on the last scrape).
+struct KnownSlots<'t> {
+    table: &'t mut SlotTable,
+    id: u64,
+    last: Option<u32>,
+}
+
+impl KnownLines for KnownSlots<'_> {
+    fn find(&mut self, raw_key: u128) -> Option<u128> {
+        let i = self.table.find_raw(raw_key, self.id)?;
+        self.last = Some(i);
+        Some(u128::from(i))
+    }
+
+    fn guess(&mut self) -> Option<Guess> {
+        self.table.guess(self.last)
+    }
+
+    fn confirm(&mut self, g: &Guess) {
+        let i = g.answer as u32;
+        self.table.guessed(i, self.id);
+        self.last = Some(i);
+    }
 }
 
 /// The lines of `body` before line `bad` (1-based), as a body the parser
@@ -719,6 +750,90 @@ mod tests {
         // The lines that can take the shortcut did (all but the one with a
         // newline in a value).
         assert_eq!(warm.table.raw_keys(), 6);
+    }
+
+    /// Real captures scraped again and again as targets change them: new
+    /// values, series gone, series added (into freed slots), blocks moved.
+    /// Each scrape with a warm cache (guesses from the last scrape's order,
+    /// then lookups) forwards what a fresh cache forwards, plus one stale
+    /// marker for each series of the previous body that is not in this one;
+    /// the bodies that keep their order are read almost wholly by guesses.
+    #[test]
+    fn guessed_lines_give_what_a_full_read_gives_as_real_bodies_change() {
+        let dir = match std::env::var_os("INFERTEL_SHARED") {
+            Some(shared) => std::path::PathBuf::from(shared).join("fixtures/real"),
+            None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real"),
+        };
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "prom"))
+            .collect();
+        files.sort();
+        assert!(files.len() >= 9, "{files:?}");
+        let j = job("");
+        for f in &files {
+            let body = std::fs::read_to_string(f).unwrap();
+            let lines: Vec<&str> = body.lines().collect();
+            let samples: Vec<usize> =
+                (0..lines.len()).filter(|&i| !lines[i].is_empty() && !lines[i].starts_with('#')).collect();
+            let n = samples.len();
+            // Bodies in scrape order, each with the sample-line indexes it
+            // keeps (in its own order) and its value.
+            let revalue = |idx: &[usize], v: u32| -> String {
+                idx.iter()
+                    .map(|&i| {
+                        let l = lines[i];
+                        let Some((head, _)) = l.rsplit_once(' ').filter(|_| !l.starts_with('#')) else {
+                            return format!("{l}\n");
+                        };
+                        format!("{head} {v}\n")
+                    })
+                    .collect()
+            };
+            let all: Vec<usize> = (0..lines.len()).collect();
+            let without: Vec<usize> = all.iter().copied().filter(|i| !samples[n / 3..n / 2].contains(i)).collect();
+            let mut moved: Vec<usize> = all[lines.len() / 2..].to_vec();
+            moved.extend(&all[..lines.len() / 2]);
+            let added = |v: u32| format!("{}churn_new{{k=\"{v}\"}} 1\n", revalue(&without, v));
+            let bodies = [
+                revalue(&all, 1),
+                revalue(&all, 2),
+                revalue(&without, 3),
+                added(4),
+                added(5),
+                revalue(&moved, 6),
+                revalue(&moved, 7),
+                revalue(&all, 8),
+            ];
+            let mut warm = SeriesCache::default();
+            let mut prev: std::collections::BTreeSet<String> = Default::default();
+            for (k, b) in bodies.iter().enumerate() {
+                let what = format!("{} scrape {k}", f.display());
+                let ts = 1000 * (k as i64 + 1);
+                let guessed_before = warm.table.guessed;
+                let (hot, _) = scrape(b, ts, &j, &mut warm).unwrap();
+                let guessed = warm.table.guessed - guessed_before;
+                let (cold, _) = scrape(b, ts, &j, &mut SeriesCache::default()).unwrap();
+                let (stale, live): (Vec<&Series>, Vec<&Series>) =
+                    hot.iter().partition(|s| is_stale_nan(s.samples[0].value));
+                let show = |v: &[&Series]| {
+                    v.iter().map(|s| (s.labels.to_string(), s.samples[0].value.to_bits())).collect::<Vec<_>>()
+                };
+                assert_eq!(show(&live), show(&cold.iter().collect::<Vec<_>>()), "{what}");
+                let now: std::collections::BTreeSet<String> = names(&cold).into_iter().collect();
+                let gone: Vec<String> = prev.difference(&now).cloned().collect();
+                let mut marked = names(&stale.into_iter().cloned().collect::<Vec<_>>());
+                marked.sort();
+                assert_eq!(marked, gone, "{what}: stale markers");
+                if k == 1 || k == 4 || k == 6 {
+                    // The same order as the scrape before: every line but
+                    // the first of each moved block and a new one guessed.
+                    assert!(guessed as usize + 3 >= cold.len(), "{what}: {guessed} of {} guessed", cold.len());
+                }
+                prev = now;
+            }
+        }
     }
 
     #[test]

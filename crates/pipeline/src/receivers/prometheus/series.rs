@@ -665,6 +665,22 @@ mod tests {
         build_series(body.as_bytes(), None, ts, &target(), job, cache, &mut out, &mut md, false).map(|s| (out, s))
     }
 
+    /// The real `/metrics` captures in `shared/fixtures/real`, sorted.
+    fn real_captures() -> Vec<std::path::PathBuf> {
+        let dir = match std::env::var_os("INFERTEL_SHARED") {
+            Some(shared) => std::path::PathBuf::from(shared).join("fixtures/real"),
+            None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real"),
+        };
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "prom"))
+            .collect();
+        files.sort();
+        assert!(files.len() >= 9, "{files:?}");
+        files
+    }
+
     fn names(v: &[Series]) -> Vec<String> {
         v.iter().map(|s| s.labels.to_string()).collect()
     }
@@ -760,17 +776,7 @@ mod tests {
     /// the bodies that keep their order are read almost wholly by guesses.
     #[test]
     fn guessed_lines_give_what_a_full_read_gives_as_real_bodies_change() {
-        let dir = match std::env::var_os("INFERTEL_SHARED") {
-            Some(shared) => std::path::PathBuf::from(shared).join("fixtures/real"),
-            None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real"),
-        };
-        let mut files: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "prom"))
-            .collect();
-        files.sort();
-        assert!(files.len() >= 9, "{files:?}");
+        let files = real_captures();
         let j = job("");
         for f in &files {
             let body = std::fs::read_to_string(f).unwrap();
@@ -991,17 +997,7 @@ mod tests {
     fn real_captures_from_two_replicas_encode_as_prost_does() {
         use infertel_remote_write::{Encoder, to_write_request};
         use prost::Message;
-        let dir = match std::env::var_os("INFERTEL_SHARED") {
-            Some(shared) => std::path::PathBuf::from(shared).join("fixtures/real"),
-            None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real"),
-        };
-        let mut files: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "prom"))
-            .collect();
-        files.sort();
-        assert!(files.len() >= 9, "{files:?}");
+        let files = real_captures();
         let j = job("- {target_label: cluster, replacement: c1}\n\
                      - {source_labels: [__name__], regex: 'vllm:(.*)', target_label: family, replacement: '$1'}");
         let external = [("cluster", "ext"), ("region", "eu")];

@@ -6,7 +6,9 @@
 //! With `--inference T` the scrapes rotate over T targets (as peer-bench's
 //! scrapes do) and each goes through the `inference` processor first, to
 //! measure what that processor costs; `--targets T` rotates over T targets
-//! without it (each keeps its own series cache, as in the agent).
+//! without it (each keeps its own series cache, as in the agent). With
+//! `--report` each scrape also carries `up` and the four `scrape_*` series,
+//! their label sets built anew each time, as the receiver builds them.
 
 use infertel_model::Batch;
 use infertel_model::Labels;
@@ -60,6 +62,7 @@ fn main() {
         })
         .collect();
     let mut caches: Vec<SeriesCache> = targets.iter().map(|_| SeriesCache::default()).collect();
+    let report = args.iter().any(|a| a == "--report");
     let mut rb = RequestBuilder::new(3_000_000, false, vec![]);
     let mut total = 0usize;
     for i in 0..n {
@@ -69,6 +72,22 @@ fn main() {
         let now_ms = 1_700_000_000_000 + (i / targets.len()) as i64 * 1000;
         build_series(BODY, None, now_ms, &targets[k], &j, &mut caches[k], &mut series, &mut md, false)
             .expect("fixture");
+        if report {
+            for name in [
+                "up",
+                "scrape_duration_seconds",
+                "scrape_samples_scraped",
+                "scrape_samples_post_metric_relabeling",
+                "scrape_series_added",
+            ] {
+                let mut l: Vec<infertel_model::Label> = targets[k].labels.iter().cloned().collect();
+                l.push(infertel_model::Label::new(infertel_model::METRIC_NAME, name));
+                series.push(infertel_model::Series {
+                    labels: Labels::from_vec(l),
+                    samples: infertel_model::samples![infertel_model::Sample { timestamp_ms: now_ms, value: 1.0 }],
+                });
+            }
+        }
         if let Some(p) = &processor {
             let batch = Batch { series, metadata: vec![] };
             let derived = p.derive(&batch);

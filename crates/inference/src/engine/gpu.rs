@@ -206,18 +206,23 @@ impl Engine {
         by_id.into_values().collect()
     }
 
-    /// Live inference-server targets (vLLM and the servers derived alike),
-    /// with their node.
-    fn vllm_targets(&self, t: i64) -> Vec<(&TargetKey, &TargetState, Option<String>)> {
+    /// Live inference-server targets (vLLM and the servers derived alike)
+    /// on `node`, in key order. Lazy, and the node is compared before the
+    /// samples are looked at: every target's evaluation asks whether it is
+    /// the first on its node, and most are not.
+    fn vllm_targets_on<'s>(
+        &'s self,
+        t: i64,
+        node: &'s Option<String>,
+    ) -> impl Iterator<Item = (&'s TargetKey, &'s TargetState)> + 's {
         self.targets
             .iter()
             .filter(|(_, st)| st.detected.is_some_and(|s| s.engine_derived()) && !st.gone)
-            .filter(|(_, st)| {
+            .filter(move |(_, st)| target_node(st, &self.settings) == *node)
+            .filter(move |(_, st)| {
                 let v = View { st, t, w: self.settings.window_ms };
                 v.select(&schema::GENERATION_TOKENS, "", &|_| true).is_ok()
             })
-            .map(|(k, st)| (k, st, target_node(st, &self.settings)))
-            .collect()
     }
 
     /// The GPUs that serve target `key` under the configured join.
@@ -251,13 +256,13 @@ impl Engine {
                 // target; its tokens are every engine's on that node, its
                 // GPUs those of that node that serve one of them.
                 let node = target_node(v.st, &self.settings);
-                let peers: Vec<_> = self.vllm_targets(t).into_iter().filter(|(_, _, n)| *n == node).collect();
-                if peers.first().map(|(k, _, _)| *k) != Some(key) {
+                if self.vllm_targets_on(t, &node).next().map(|(k, _)| k) != Some(key) {
                     return;
                 }
+                let peers: Vec<_> = self.vllm_targets_on(t, &node).collect();
                 let mut tokens = Err(Skip::MissingInput);
                 let mut pods = BTreeSet::new();
-                for (_, st, _) in &peers {
+                for (_, st) in &peers {
                     let pv = View { st, t, w };
                     pods.extend(pods_of(&super::vllm::groups(&pv)));
                     tokens = match (tokens, Self::generation_rate(&pv, &|_| true)) {

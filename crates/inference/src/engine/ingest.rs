@@ -3,59 +3,13 @@
 //! scrape) and a pointer comparison per series for a scrape that repeats the
 //! last one's order.
 
+use super::by_labels::{ByLabels, expire};
 use super::{Engine, TargetKey};
 use crate::schema::{self, Families, Schema};
-use infertel_model::{Labels, METRIC_NAME, Sample, Series, is_stale_nan};
+use infertel_model::{Labels, METRIC_NAME, Series, is_stale_nan};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
-
-/// Input samples of one wire name, by label set, oldest first.
-///
-/// Keyed by the identity of the label set: the receiver hands out the same
-/// interned label set on every scrape, so finding a series costs a pointer
-/// hash instead of hashing every label. The entry holds a clone, so the
-/// address cannot be reused by another label set while it is a key. A label
-/// set equal in content but newly allocated (the receiver re-interned it) is
-/// re-keyed when first seen, so one series never has two entries.
-#[derive(Default, Clone)]
-pub(crate) struct ByLabels(FxHashMap<usize, (Labels, Vec<Sample>)>);
-
-impl ByLabels {
-    fn samples_mut(&mut self, l: &Labels) -> &mut Vec<Sample> {
-        let addr = l.addr();
-        let moved = if self.0.contains_key(&addr) {
-            None
-        } else {
-            let old = self.0.iter().find(|(_, (k, _))| k == l).map(|(a, _)| *a);
-            Some(old.and_then(|a| self.0.remove(&a)).map(|(_, v)| v).unwrap_or_default())
-        };
-        &mut self.0.entry(addr).or_insert_with(|| (l.clone(), moved.unwrap_or_default())).1
-    }
-
-    pub(crate) fn values(&self) -> impl Iterator<Item = &Vec<Sample>> {
-        self.0.values().map(|(_, v)| v)
-    }
-
-    fn retain(&mut self, mut keep: impl FnMut(&mut Vec<Sample>) -> bool) {
-        self.0.retain(|_, (_, v)| keep(v));
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl<'a> IntoIterator for &'a ByLabels {
-    type Item = (&'a Labels, &'a Vec<Sample>);
-    type IntoIter = std::iter::Map<
-        std::collections::hash_map::Values<'a, usize, (Labels, Vec<Sample>)>,
-        fn(&'a (Labels, Vec<Sample>)) -> (&'a Labels, &'a Vec<Sample>),
-    >;
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.values().map(|(l, v)| (l, v))
-    }
-}
 
 #[derive(Clone)]
 pub(crate) struct TargetState {
@@ -77,6 +31,9 @@ pub(crate) struct TargetState {
     pub(crate) gone: bool,
     /// The series of the last scrape, in order (see `ingest`).
     order: Vec<Seen>,
+    /// Where the input series sit in the last scrape, when that scrape was
+    /// clean (see [`Repeat`]).
+    repeat: Option<Repeat>,
     /// The `node` label of the target's series, found when a label set is
     /// added (see `gpu::target_node`): evaluation asks for it once per
     /// target per target evaluated, which scanned every series each time.
@@ -95,6 +52,7 @@ impl Default for TargetState {
             evaluated_ms: i64::MIN,
             gone: false,
             order: Vec::new(),
+            repeat: None,
             node: None,
         }
     }
@@ -238,13 +196,21 @@ impl SeriesInfo {
     }
 }
 
+/// Whether two label sets are one series: the same interned set, or equal
+/// ones (the receiver builds `up` and the `scrape_*` series anew on every
+/// scrape, and a relabeled or pushed series may be built anew too).
+#[inline]
+fn same_series(a: &Labels, b: &Labels) -> bool {
+    Labels::ptr_eq(a, b) || a == b
+}
+
 /// Leaves in-place mode (see `ingest`): the series matched so far move to a
 /// new order, which the rest of the batch is appended to.
 fn diverge<'v>(old: &mut [Seen], pos: usize, new: &'v mut Option<Vec<Seen>>) -> &'v mut Vec<Seen> {
     new.get_or_insert_with(|| {
         let mut v = Vec::with_capacity(old.len() + 8);
         for e in &mut old[..pos] {
-            v.push(Seen { labels: e.labels.take(), info: e.info });
+            v.push(Seen { labels: e.labels.take(), info: e.info, slot: e.slot });
         }
         v
     })
@@ -256,6 +222,21 @@ fn diverge<'v>(old: &mut [Seen], pos: usize, new: &'v mut Option<Vec<Seen>>) -> 
 struct Seen {
     labels: Option<Labels>,
     info: SeriesInfo,
+    /// The index of its entry in its [`ByLabels`] (a hint, checked there).
+    slot: u32,
+}
+
+/// A shortcut for the usual batch: one target's scrape that repeats its
+/// last scrape series for series (the same interned label sets, in the same
+/// order), one live sample each. The last scrape was such a clean one too,
+/// so everything ingest derives from the label sets (families, schema,
+/// node, which series are inputs) is what it was; what is left is to check
+/// that the batch is that repeat and to store the input samples, found by
+/// position in the batch and by index in their [`ByLabels`].
+#[derive(Clone)]
+struct Repeat {
+    /// Input series: position in the batch, wire name, entry index.
+    inputs: Vec<(u32, Wire, u32)>,
 }
 
 impl Engine {
@@ -276,7 +257,12 @@ impl Engine {
             any_live: bool,
             /// `Some(false)` when the batch staled the target's `up`.
             up: Option<bool>,
-            kept: Vec<(Wire, &'a Series)>,
+            /// The target's state, out of the map for the batch (so that
+            /// input samples are stored as their series are met); `None`
+            /// for a target not known yet that has stored nothing.
+            st: Option<TargetState>,
+            /// The batch stored an input sample (or created the state).
+            kept: bool,
             /// The target's series as of its last scrape, and how far this
             /// batch has matched them.
             old: Vec<Seen>,
@@ -285,8 +271,17 @@ impl Engine {
             /// `old[..pos]` already is the new order and nothing is copied.
             new: Option<Vec<Seen>>,
         }
+        let retention = self.retention_ms();
+        let short_retention = self.short_retention_ms();
+        if let Some(touched) = self.ingest_repeat(series, retention, short_retention) {
+            self.forget_vanished(&touched);
+            return touched;
+        }
         let mut accs: Vec<Acc<'_>> = Vec::new();
         let mut cur: Option<usize> = None;
+        // Whether the batch can set up the shortcut for the next one: every
+        // series of one target, one live sample each.
+        let mut clean = true;
         for s in series {
             // Fast path: the series at this position of the target's last
             // scrape, by identity of the interned label set (which implies
@@ -294,9 +289,8 @@ impl Engine {
             // a new one takes the slow path and the next ones match again.
             let hit = cur.and_then(|i| {
                 let a = &mut accs[i];
-                let same = |k: usize| {
-                    a.old.get(k).and_then(|x| x.labels.as_ref()).is_some_and(|l| Labels::ptr_eq(l, &s.labels))
-                };
+                let same =
+                    |k: usize| a.old.get(k).and_then(|x| x.labels.as_ref()).is_some_and(|l| same_series(l, &s.labels));
                 let k = if same(a.pos) {
                     a.pos
                 } else if same(a.pos + 1) {
@@ -304,20 +298,24 @@ impl Engine {
                 } else {
                     return None;
                 };
-                let info = a.old[k].info;
-                if a.new.is_none() && k == a.pos {
+                let (info, slot) = (a.old[k].info, a.old[k].slot);
+                let at = if a.new.is_none() && k == a.pos {
                     a.pos += 1;
+                    k
                 } else {
                     let labels = a.old[k].labels.take();
-                    diverge(&mut a.old, a.pos, &mut a.new).push(Seen { labels, info });
+                    let new = diverge(&mut a.old, a.pos, &mut a.new);
+                    new.push(Seen { labels, info, slot });
                     a.pos = k + 1;
-                }
-                Some((i, info))
+                    new.len() - 1
+                };
+                Some((i, info, slot, at))
             });
-            let (i, info) = match hit {
+            let (i, info, slot, at) = match hit {
                 Some(x) => x,
                 None => {
                     let (Some(job), Some(instance), name) = target_and_name(&s.labels) else {
+                        clean = false;
                         continue;
                     };
                     let info = SeriesInfo::of(name.unwrap_or(""), &s.labels);
@@ -327,11 +325,8 @@ impl Engine {
                             let i =
                                 accs.iter().position(|a| a.job == job && a.instance == instance).unwrap_or_else(|| {
                                     let key = TargetKey { job: job.to_string(), instance: instance.to_string() };
-                                    let old = self
-                                        .targets
-                                        .get_mut(&key)
-                                        .map(|st| std::mem::take(&mut st.order))
-                                        .unwrap_or_default();
+                                    let mut st = self.targets.remove(&key);
+                                    let old = st.as_mut().map(|st| std::mem::take(&mut st.order)).unwrap_or_default();
                                     accs.push(Acc {
                                         job,
                                         instance,
@@ -340,7 +335,8 @@ impl Engine {
                                         engine: false,
                                         any_live: false,
                                         up: None,
-                                        kept: Vec::new(),
+                                        st,
+                                        kept: false,
                                         new: None,
                                         old,
                                         pos: 0,
@@ -355,19 +351,19 @@ impl Engine {
                     // yet): it may still be the last scrape's first series.
                     let a = &mut accs[i];
                     let first_again = a.new.is_none()
-                        && a.old
-                            .get(a.pos)
-                            .and_then(|x| x.labels.as_ref())
-                            .is_some_and(|l| Labels::ptr_eq(l, &s.labels));
+                        && a.old.get(a.pos).and_then(|x| x.labels.as_ref()).is_some_and(|l| same_series(l, &s.labels));
                     if first_again {
                         a.pos += 1;
+                        (i, info, a.old[a.pos - 1].slot, a.pos - 1)
                     } else {
-                        diverge(&mut a.old, a.pos, &mut a.new).push(Seen { labels: Some(s.labels.clone()), info });
+                        let new = diverge(&mut a.old, a.pos, &mut a.new);
+                        new.push(Seen { labels: Some(s.labels.clone()), info, slot: u32::MAX });
+                        (i, info, u32::MAX, new.len() - 1)
                     }
-                    (i, info)
                 }
             };
             if info.derived {
+                clean = false;
                 continue;
             }
             let acc = &mut accs[i];
@@ -376,6 +372,7 @@ impl Engine {
                 acc.newest = acc.newest.max(x.timestamp_ms);
                 live |= !is_stale_nan(x.value);
             }
+            clean &= live && s.samples.len() == 1;
             if info.up {
                 acc.up = Some(live);
             }
@@ -394,71 +391,88 @@ impl Engine {
             if let Some(w) = info.wire
                 && w.kept
             {
-                acc.kept.push((w, s));
+                acc.kept = true;
+                let st = acc.st.get_or_insert_with(TargetState::default);
+                let by_labels = st.series.entry(WireName(w.name)).or_default();
+                let (slot, new) = by_labels.slot(&s.labels, slot);
+                if new {
+                    st.node = None;
+                }
+                let seen = match &mut acc.new {
+                    Some(v) => v.get_mut(at),
+                    None => acc.old.get_mut(at),
+                };
+                if let Some(seen) = seen {
+                    seen.slot = slot as u32;
+                }
+                let v = &mut by_labels.entries[slot].1;
+                for x in &s.samples {
+                    if !is_stale_nan(x.value) && v.last().is_none_or(|l| x.timestamp_ms > l.timestamp_ms) {
+                        v.push(*x);
+                    }
+                }
+                expire(
+                    v,
+                    st.newest_ms.max(acc.newest).saturating_sub(if w.long { retention } else { short_retention }),
+                );
             }
         }
-        let retention = self.retention_ms();
-        let short_retention = self.short_retention_ms();
+        let clean = clean && accs.len() == 1;
         let mut touched: BTreeMap<TargetKey, i64> = BTreeMap::new();
         for a in accs {
             let key = TargetKey { job: a.job.to_string(), instance: a.instance.to_string() };
-            if a.any_live || !a.kept.is_empty() {
-                let st = self.targets.entry(key.clone()).or_default();
-                st.order = match a.new {
-                    Some(v) => v,
-                    None => {
-                        let mut o = a.old;
-                        o.truncate(a.pos);
-                        o
-                    }
-                };
-                if a.any_live {
+            let order = match a.new {
+                Some(v) => v,
+                None => {
+                    let mut o = a.old;
+                    o.truncate(a.pos);
+                    o
+                }
+            };
+            if a.any_live || a.kept {
+                let mut st = a.st.unwrap_or_default();
+                st.repeat = (clean && a.any_live && order.len() == series.len()).then(|| Repeat {
+                    inputs: order
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(k, x)| x.info.wire.filter(|w| w.kept).map(|w| (k as u32, w, x.slot)))
+                        .collect(),
+                });
+                st.order = order;
+                // The schema follows from the families alone, and they
+                // rarely change between scrapes.
+                if a.any_live && (st.families != a.families || st.engine_label != a.engine || st.detected.is_none()) {
                     st.families = a.families;
                     st.engine_label = a.engine;
                     st.detected = schema::detect(&st.families, st.engine_label);
                 }
                 st.newest_ms = st.newest_ms.max(a.newest);
                 st.gone = a.up == Some(false) || (st.gone && !a.any_live && a.up.is_none());
-                let long_cutoff = st.newest_ms.saturating_sub(retention);
-                let short_cutoff = st.newest_ms.saturating_sub(short_retention);
-                for (w, s) in a.kept {
-                    let cutoff = if w.long { long_cutoff } else { short_cutoff };
-                    let by_labels = st.series.entry(WireName(w.name)).or_default();
-                    if !by_labels.0.contains_key(&s.labels.addr()) {
-                        st.node = None;
-                    }
-                    let v = by_labels.samples_mut(&s.labels);
-                    for x in &s.samples {
-                        if !is_stale_nan(x.value) && v.last().is_none_or(|l| x.timestamp_ms > l.timestamp_ms) {
-                            v.push(*x);
-                        }
-                    }
-                    // Samples older than the retention go in chunks, not one
-                    // per scrape: shifting the window's samples down on every
-                    // scrape would cost more than the rest of this function.
-                    // Evaluation trims exactly first (see `evaluate`).
-                    if v.first().is_some_and(|x| x.timestamp_ms < cutoff) {
-                        let expired = v.partition_point(|x| x.timestamp_ms < cutoff);
-                        if expired >= 16 || expired * 4 >= v.len() {
-                            v.drain(..expired);
-                        }
-                    }
-                }
                 if st.node.is_none() {
-                    st.node = Some(super::gpu::scan_node(st));
+                    st.node = Some(super::gpu::scan_node(&st));
                 }
-            } else if let Some(st) = self.targets.get_mut(&key) {
+                self.targets.insert(key.clone(), st);
+            } else if let Some(mut st) = a.st {
+                st.repeat = None;
+                st.order = order;
                 st.newest_ms = st.newest_ms.max(a.newest);
                 if a.up == Some(false) {
                     st.gone = true;
                 }
+                self.targets.insert(key.clone(), st);
             }
             touched.insert(key, a.newest);
         }
-        // Targets that vanished (pods come and go) are forgotten once no
-        // sample of theirs is within the retention of the newest one seen,
-        // with what was emitted for them: the state does not grow with
-        // target churn.
+        self.forget_vanished(&touched);
+        touched
+    }
+
+    /// Targets that vanished (pods come and go) are forgotten once no
+    /// sample of theirs is within the retention of the newest one seen,
+    /// with what was emitted for them: the state does not grow with target
+    /// churn.
+    fn forget_vanished(&mut self, touched: &BTreeMap<TargetKey, i64>) {
+        let retention = self.retention_ms();
         if let Some(newest) = touched.values().copied().max() {
             let cutoff = newest.saturating_sub(retention);
             if self.targets.values().any(|st| st.newest_ms < cutoff) {
@@ -474,82 +488,71 @@ impl Engine {
                 }
             }
         }
-        touched
+    }
+
+    /// The shortcut (see [`Repeat`]): `None` unless the batch is a clean
+    /// repeat of its target's last scrape, which was clean too. Leaves the
+    /// state as the full ingest would.
+    fn ingest_repeat(
+        &mut self,
+        series: &[Series],
+        retention: i64,
+        short_retention: i64,
+    ) -> Option<BTreeMap<TargetKey, i64>> {
+        #[cfg(test)]
+        if tests::FULL_ONLY.with(|f| f.get()) {
+            return None;
+        }
+        let first = series.first()?;
+        let (Some(job), Some(instance), _) = target_and_name(&first.labels) else { return None };
+        let key = TargetKey { job: job.to_string(), instance: instance.to_string() };
+        let st = self.targets.get_mut(&key)?;
+        if st.repeat.is_none() || st.order.len() != series.len() {
+            return None;
+        }
+        let mut newest = i64::MIN;
+        for (s, seen) in series.iter().zip(&st.order) {
+            let [x] = s.samples.as_slice() else { return None };
+            if is_stale_nan(x.value) || !seen.labels.as_ref().is_some_and(|l| same_series(l, &s.labels)) {
+                return None;
+            }
+            newest = newest.max(x.timestamp_ms);
+        }
+        // A repeat: the same live series as the last clean scrape, so the
+        // families, schema, node and `up` are what they were.
+        let repeat = st.repeat.as_mut()?;
+        #[cfg(test)]
+        tests::REPEATS.with(|r| r.set(r.get() + 1));
+        let st_newest = st.newest_ms.max(newest);
+        for (at, w, slot) in repeat.inputs.iter_mut() {
+            let s = &series[*at as usize];
+            let by_labels = st.series.entry(WireName(w.name)).or_default();
+            // An entry can have moved since (evaluation drops the series
+            // left without samples): then it is looked up again.
+            let (found, new) = by_labels.slot(&s.labels, *slot);
+            if new {
+                st.node = None;
+            }
+            *slot = found as u32;
+            if let Some(seen) = st.order.get_mut(*at as usize) {
+                seen.slot = found as u32;
+            }
+            let v = &mut by_labels.entries[found].1;
+            let x = s.samples[0];
+            if v.last().is_none_or(|l| x.timestamp_ms > l.timestamp_ms) {
+                v.push(x);
+            }
+            expire(v, st_newest.saturating_sub(if w.long { retention } else { short_retention }));
+        }
+        if st.node.is_none() {
+            st.node = Some(super::gpu::scan_node(st));
+        }
+        st.newest_ms = st_newest;
+        st.gone = false;
+        Some(BTreeMap::from([(key, newest)]))
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::engine::Settings;
-
-    /// The fast path (the same interned label sets as the last scrape) and
-    /// the slow path (fresh label sets every scrape) derive the same values,
-    /// also when series appear, vanish and change order between scrapes.
-    #[test]
-    fn interned_and_fresh_label_sets_derive_the_same() {
-        let names = [
-            ("vllm:generation_tokens_total", ""),
-            ("vllm:prompt_tokens_total", ""),
-            ("vllm:e2e_request_latency_seconds_count", ""),
-            ("vllm:e2e_request_latency_seconds_sum", ""),
-            ("vllm:request_queue_time_seconds_sum", ""),
-            ("vllm:kv_cache_usage_perc", ""),
-            ("vllm:time_to_first_token_seconds_bucket", "0.1"),
-            ("vllm:time_to_first_token_seconds_bucket", "1"),
-            ("vllm:time_to_first_token_seconds_bucket", "+Inf"),
-            ("process_cpu_seconds_total", ""),
-        ];
-        let labels = |i: usize| {
-            let (n, le) = names[i];
-            let mut v = vec![("__name__", n), ("engine", "0"), ("instance", "a"), ("job", "v"), ("model_name", "m")];
-            if !le.is_empty() {
-                v.push(("le", le));
-            }
-            Labels::from_pairs(v)
-        };
-        let interned: Vec<Labels> = (0..names.len()).map(labels).collect();
-        let run = |fresh: bool| {
-            let mut e = Engine::new(Settings { window_ms: 10_000, ..Settings::default() });
-            let mut out = Vec::new();
-            for k in 0..30i64 {
-                let t = 100_000 + k * 1000;
-                let mut order: Vec<usize> = (0..names.len()).collect();
-                if k % 7 == 3 {
-                    order.reverse();
-                }
-                if k % 5 == 2 {
-                    order.retain(|i| *i != 1);
-                }
-                let batch: Vec<Series> = order
-                    .iter()
-                    .map(|&i| Series {
-                        labels: if fresh { labels(i) } else { interned[i].clone() },
-                        samples: infertel_model::samples![Sample {
-                            timestamp_ms: t,
-                            value: (k * (i as i64 + 1)) as f64
-                        }],
-                    })
-                    .collect();
-                let touched = e.ingest(&batch);
-                for (key, t) in touched {
-                    let ev = e.evaluate(&key, t);
-                    out.push(
-                        ev.derived.iter().map(|d| (d.name, d.labels.clone(), d.value.to_bits())).collect::<Vec<_>>(),
-                    );
-                }
-            }
-            out
-        };
-        let (a, b) = (run(false), run(true));
-        assert_eq!(a.len(), 30);
-        assert!(a.iter().any(|d| d.iter().any(|(n, _, _)| *n == "infertel_generation_tokens_per_second")));
-        let sorted = |mut v: Vec<_>| {
-            v.sort();
-            v
-        };
-        for (x, y) in a.into_iter().zip(b) {
-            assert_eq!(sorted(x), sorted(y));
-        }
-    }
-}
+#[path = "ingest_tests.rs"]
+mod tests;

@@ -11,6 +11,7 @@
 //!   serve, power and energy.
 //! * [`fleet`]: the figures of many targets together, for `report`.
 
+mod by_labels;
 mod fleet;
 mod gpu;
 mod ingest;

@@ -19,6 +19,24 @@ pub(crate) fn restrict(l: &Labels, names: &[&str]) -> LabelPairs {
     names.iter().filter_map(|n| l.get(n).map(|v| (n.to_string(), v.to_string()))).collect()
 }
 
+/// True when label name `a` sorts bytewise before `b`. Names nearly always
+/// differ in their first byte, which settles it without a call to `memcmp`:
+/// the merge passes below run for every input series of every evaluation.
+#[inline]
+fn before(a: &str, b: &str) -> bool {
+    match (a.as_bytes().first(), b.as_bytes().first()) {
+        (Some(x), Some(y)) if x != y => x < y,
+        _ => a.as_bytes() < b.as_bytes(),
+    }
+}
+
+/// String equality that first compares addresses: the values of interned
+/// label sets that are equal are usually the same string.
+#[inline]
+pub(crate) fn same_str(a: &str, b: &str) -> bool {
+    a.len() == b.len() && (std::ptr::eq(a.as_ptr(), b.as_ptr()) || a == b)
+}
+
 /// The values of `names` (sorted bytewise) in `l`, in one merge pass; what
 /// [`restrict`] keeps, without copying.
 pub(crate) fn project<'l, const N: usize>(l: &'l Labels, names: &[&str; N]) -> [Option<&'l str>; N] {
@@ -26,11 +44,11 @@ pub(crate) fn project<'l, const N: usize>(l: &'l Labels, names: &[&str; N]) -> [
     let mut li = l.as_slice();
     for (n, o) in names.iter().zip(out.iter_mut()) {
         while let Some((x, rest)) = li.split_first()
-            && x.name.as_bytes() < n.as_bytes()
+            && before(&x.name, n)
         {
             li = rest;
         }
-        *o = li.first().filter(|x| &*x.name == *n).map(|x| &*x.value);
+        *o = li.first().filter(|x| same_str(&x.name, n)).map(|x| &*x.value);
     }
     out
 }
@@ -51,18 +69,22 @@ pub(crate) fn matches(l: &Labels, group: &LabelPairs, names: &[&str]) -> bool {
     let (mut li, mut gi) = (l.as_slice(), group.as_slice());
     for n in names {
         while let Some((x, rest)) = li.split_first()
-            && x.name.as_bytes() < n.as_bytes()
+            && before(&x.name, n)
         {
             li = rest;
         }
         while let Some(((k, _), rest)) = gi.split_first()
-            && k.as_bytes() < n.as_bytes()
+            && before(k, n)
         {
             gi = rest;
         }
-        let lv = li.first().filter(|x| &*x.name == *n).map(|x| &*x.value);
-        let gv = gi.first().filter(|(k, _)| k == n).map(|(_, v)| v.as_str());
-        if lv != gv {
+        let lv = li.first().filter(|x| same_str(&x.name, n)).map(|x| &*x.value);
+        let gv = gi.first().filter(|(k, _)| same_str(k, n)).map(|(_, v)| v.as_str());
+        let agree = match (lv, gv) {
+            (Some(a), Some(b)) => same_str(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        if !agree {
             return false;
         }
     }
@@ -325,5 +347,11 @@ mod tests {
             }
         }
         assert_eq!(compared, 2 * 7 * 7 * 2);
+    }
+
+    /// `groups` (vllm.rs) reads `model` and `model_name` at these places.
+    #[test]
+    fn group_names_where_groups_reads_them() {
+        assert_eq!((VLLM_GROUP[3], VLLM_GROUP[4]), ("model", "model_name"));
     }
 }

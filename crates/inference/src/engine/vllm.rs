@@ -5,7 +5,7 @@
 //! frontend; see `schema.rs`).
 
 use super::rates::{PHASES, QUANTILES, Rates};
-use super::view::{LabelPairs, VLLM_GROUP, View, matches, project, with};
+use super::view::{LabelPairs, VLLM_GROUP, View, matches, project, same_str, with};
 use super::{Engine, Out, TargetKey};
 use crate::schema::{self, Schema, Source};
 use crate::window::{Skip, in_window, increase, sustained_above_zero};
@@ -44,11 +44,20 @@ pub(crate) fn groups(v: &View) -> BTreeSet<LabelPairs> {
             continue;
         }
         for (l, s) in m {
-            if !unnamed && l.get("model_name").is_none() && l.get("model").is_none() {
+            let key = project(l, VLLM_GROUP);
+            // `model` and `model_name` (the projection's 4th and 5th).
+            if !unnamed && key[3].is_none() && key[4].is_none() {
                 continue;
             }
-            let key = project(l, VLLM_GROUP);
-            if !found.contains(&key) && in_window(s, v.t, v.w).is_ok() {
+            // Most series belong to a group found already: compared by
+            // address first, as the values of interned labels mostly are.
+            let same = |g: &[Option<&str>; 7]| {
+                g.iter().zip(&key).all(|(a, b)| match (a, b) {
+                    (Some(a), Some(b)) => same_str(a, b),
+                    (a, b) => a.is_none() && b.is_none(),
+                })
+            };
+            if !found.iter().any(same) && in_window(s, v.t, v.w).is_ok() {
                 found.push(key);
             }
         }
@@ -59,60 +68,66 @@ pub(crate) fn groups(v: &View) -> BTreeSet<LabelPairs> {
         .collect()
 }
 
+/// The extra labels of an emitted measurement: fixed ones, or the
+/// `finished_reason` named in its key.
+enum Extra<'k> {
+    Fixed(&'static [(&'static str, &'static str)]),
+    Reason(&'k str),
+}
+
 /// Derived series name and extra labels of each measurement key that is
-/// emitted per engine.
-fn emitted(key: &str) -> Option<(&'static str, Vec<(&'static str, String)>)> {
-    let simple = [
-        ("prefix_cache_hit_ratio", "infertel_prefix_cache_hit_ratio"),
-        ("prompt_tokens_cached_ratio", "infertel_prompt_tokens_cached_ratio"),
-        ("generation_tokens_per_second", "infertel_generation_tokens_per_second"),
-        ("prompt_tokens_per_second", "infertel_prompt_tokens_per_second"),
-        ("decode_share", "infertel_decode_share"),
-        ("tokens_per_iteration", "infertel_tokens_per_iteration"),
-        ("generation_to_prompt_ratio", "infertel_generation_to_prompt_ratio"),
-        ("error_abort_ratio", "infertel_error_abort_ratio"),
-        ("kv_cache_usage_ratio", "infertel_kv_cache_usage_ratio"),
-    ];
-    if let Some((_, n)) = simple.iter().find(|(k, _)| *k == key) {
-        return Some((n, vec![]));
-    }
-    for p in PHASES {
-        if key == format!("request_{p}_seconds_mean") {
-            return Some(("infertel_request_phase_seconds", vec![("phase", p.to_string())]));
+/// emitted per engine. The fixed keys are spelled out once, in a table: this
+/// runs for every measurement of every evaluation.
+fn emitted(key: &str) -> Option<(&'static str, Extra<'_>)> {
+    type Table = rustc_hash::FxHashMap<String, (&'static str, &'static [(&'static str, &'static str)])>;
+    static TABLE: std::sync::LazyLock<Table> = std::sync::LazyLock::new(|| {
+        // Built once per process; the label slices are leaked on purpose.
+        let fixed = |v: Vec<(&'static str, &'static str)>| -> &'static [(&'static str, &'static str)] {
+            if v.is_empty() { &[] } else { Box::leak(v.into_boxed_slice()) }
+        };
+        let mut t = Table::default();
+        for (k, n) in [
+            ("prefix_cache_hit_ratio", "infertel_prefix_cache_hit_ratio"),
+            ("prompt_tokens_cached_ratio", "infertel_prompt_tokens_cached_ratio"),
+            ("generation_tokens_per_second", "infertel_generation_tokens_per_second"),
+            ("prompt_tokens_per_second", "infertel_prompt_tokens_per_second"),
+            ("decode_share", "infertel_decode_share"),
+            ("tokens_per_iteration", "infertel_tokens_per_iteration"),
+            ("generation_to_prompt_ratio", "infertel_generation_to_prompt_ratio"),
+            ("error_abort_ratio", "infertel_error_abort_ratio"),
+            ("kv_cache_usage_ratio", "infertel_kv_cache_usage_ratio"),
+        ] {
+            t.insert(k.to_string(), (n, fixed(vec![])));
         }
-    }
-    for (family, name) in [
-        ("ttft", "infertel_time_to_first_token_seconds"),
-        ("itl", "infertel_inter_token_latency_seconds"),
-        ("e2e", "infertel_e2e_latency_seconds"),
-    ] {
-        for (_, q, suffix) in QUANTILES {
-            if key == format!("{family}_seconds_{suffix}") {
-                return Some((name, vec![("quantile", q.to_string())]));
+        for p in PHASES {
+            t.entry(format!("request_{p}_seconds_mean"))
+                .or_insert(("infertel_request_phase_seconds", fixed(vec![("phase", p)])));
+        }
+        for (family, name) in [
+            ("ttft", "infertel_time_to_first_token_seconds"),
+            ("itl", "infertel_inter_token_latency_seconds"),
+            ("e2e", "infertel_e2e_latency_seconds"),
+        ] {
+            for (_, q, suffix) in QUANTILES {
+                t.entry(format!("{family}_seconds_{suffix}")).or_insert((name, fixed(vec![("quantile", q)])));
             }
         }
-    }
-    if let Some(r) = key.strip_prefix("finished_ratio_") {
-        return Some(("infertel_finished_ratio", vec![("finished_reason", r.to_string())]));
-    }
-    if key == "finished_ratio" {
-        return Some(("infertel_finished_ratio", vec![]));
-    }
-    for obj in ["ttft_p95", "itl_p95", "queue", "error_abort_ratio"] {
-        let o = || ("objective", obj.to_string());
-        if key == format!("slo_{obj}_measured") {
-            return Some(("infertel_slo_measured", vec![o()]));
-        }
-        if key == format!("slo_{obj}_ok") {
-            return Some(("infertel_slo_ok", vec![o()]));
-        }
-        for b in ["lower", "upper"] {
-            if key == format!("slo_{obj}_share_{b}") {
-                return Some(("infertel_slo_share_within", vec![o(), ("bound", b.to_string())]));
+        t.entry("finished_ratio".to_string()).or_insert(("infertel_finished_ratio", fixed(vec![])));
+        for obj in ["ttft_p95", "itl_p95", "queue", "error_abort_ratio"] {
+            t.entry(format!("slo_{obj}_measured"))
+                .or_insert(("infertel_slo_measured", fixed(vec![("objective", obj)])));
+            t.entry(format!("slo_{obj}_ok")).or_insert(("infertel_slo_ok", fixed(vec![("objective", obj)])));
+            for b in ["lower", "upper"] {
+                t.entry(format!("slo_{obj}_share_{b}"))
+                    .or_insert(("infertel_slo_share_within", fixed(vec![("objective", obj), ("bound", b)])));
             }
         }
+        t
+    });
+    if let Some((name, extra)) = TABLE.get(key) {
+        return Some((name, Extra::Fixed(extra)));
     }
-    None
+    key.strip_prefix("finished_ratio_").map(|r| ("infertel_finished_ratio", Extra::Reason(r)))
 }
 
 impl Engine {
@@ -133,8 +148,15 @@ impl Engine {
                     }
                     continue;
                 }
-                let extra: Vec<(&str, &str)> = extra.iter().map(|(a, b)| (*a, b.as_str())).collect();
-                out.put(name, with(g.clone(), &extra), *r);
+                let reason;
+                let extra: &[(&str, &str)] = match extra {
+                    Extra::Fixed(x) => x,
+                    Extra::Reason(r) => {
+                        reason = [("finished_reason", r)];
+                        &reason
+                    }
+                };
+                out.put(name, with(g.clone(), extra), *r);
             }
             // Scale signal: the KV pool nearly full, or requests waiting the
             // whole of `waiting_sustained`.

@@ -6,9 +6,10 @@
 
 use super::config::InferenceConfig;
 use crate::consumer::{BoxFuture, Consumer};
-use crate::telemetry::Telemetry;
-use infertel_inference::{Engine, Evaluation, TargetKey, catalog};
+use crate::telemetry::{Counter, Telemetry};
+use infertel_inference::{Engine, Evaluation, Skip, TargetKey, catalog};
 use infertel_model::{Batch, Label, Labels, METRIC_NAME, Metadata, MetricType, Sample, Series, stale_nan};
+use rustc_hash::FxHashMap;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
@@ -17,6 +18,10 @@ pub struct InferenceProcessor {
     engine: Mutex<Engine>,
     next: Arc<dyn Consumer>,
     telemetry: Telemetry,
+    /// The processor's counters, found in the registry once rather than on
+    /// every evaluation (a registry lookup builds its label key).
+    derived_samples: Arc<Counter>,
+    skipped: Mutex<FxHashMap<(&'static str, Skip), Arc<Counter>>>,
 }
 
 fn series(name: &str, labels: &[(String, String)], ts: i64, v: f64) -> Series {
@@ -31,6 +36,12 @@ impl InferenceProcessor {
             id: id.clone(),
             engine: Mutex::new(Engine::new(cfg.settings())),
             next,
+            derived_samples: telemetry.counter(
+                "infertel_processor_inference_derived_samples_total",
+                "Derived samples emitted (staleness markers included).",
+                &[("processor", &id)],
+            ),
+            skipped: Mutex::default(),
             telemetry: telemetry.clone(),
         });
         telemetry.status().register_inference(&id, &p);
@@ -84,18 +95,18 @@ impl InferenceProcessor {
                 tracing::warn!(processor = %self.id, job = %t.job, instance = %t.instance, "target does not expose {family}: a dashboard on {derived} will be empty");
             }
         }
-        for (name, reason) in &ev.skipped {
-            self.telemetry
-                .counter("infertel_processor_inference_skipped_total", "Derived values not emitted, by derived series and reason (missing_input, stale_input, first_window, zero_denominator).", &[("processor", &self.id), ("series", name), ("reason", reason.as_str())])
-                .inc();
+        if !ev.skipped.is_empty() {
+            let mut skipped = self.skipped.lock().unwrap_or_else(|p| p.into_inner());
+            for &(name, reason) in &ev.skipped {
+                skipped
+                    .entry((name, reason))
+                    .or_insert_with(|| {
+                        self.telemetry.counter("infertel_processor_inference_skipped_total", "Derived values not emitted, by derived series and reason (missing_input, stale_input, first_window, zero_denominator).", &[("processor", &self.id), ("series", name), ("reason", reason.as_str())])
+                    })
+                    .inc();
+            }
         }
-        self.telemetry
-            .counter(
-                "infertel_processor_inference_derived_samples_total",
-                "Derived samples emitted (staleness markers included).",
-                &[("processor", &self.id)],
-            )
-            .add((ev.derived.len() + ev.stale.len()) as u64);
+        self.derived_samples.add((ev.derived.len() + ev.stale.len()) as u64);
     }
 
     /// The derived series for one batch (pure apart from logging and counters).

@@ -1,0 +1,216 @@
+//! Tests of `ingest.rs`: the shortcut for repeated scrapes and the fast
+//! path for interned label sets against the full ingest.
+
+use super::*;
+use crate::engine::Settings;
+use infertel_model::Sample;
+
+thread_local! {
+    /// Batches ingested by the shortcut (see [`Repeat`]).
+    pub(super) static REPEATS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Turns the shortcut off, for a reference.
+    pub(super) static FULL_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Everything ingest keeps of a target that evaluation reads, by
+/// content: the samples within the retention of each input series by
+/// name and labels (older ones go in chunks, at times that may differ),
+/// the families, schema, node and liveness.
+fn state(e: &Engine) -> Vec<String> {
+    let mut out = Vec::new();
+    for (k, st) in &e.targets {
+        out.push(format!(
+            "{k:?} families={:?} engine={} detected={:?} newest={} gone={} node={:?}",
+            st.families, st.engine_label, st.detected, st.newest_ms, st.gone, st.node
+        ));
+        for (name, m) in &st.series {
+            let keep = if wire(name).is_some_and(|w| w.long) { e.retention_ms() } else { e.short_retention_ms() };
+            for (l, v) in m {
+                let v: Vec<(i64, u64)> = v
+                    .iter()
+                    .filter(|x| x.timestamp_ms >= st.newest_ms - keep)
+                    .map(|x| (x.timestamp_ms, x.value.to_bits()))
+                    .collect();
+                out.push(format!("{} {l:?} {v:?}", name.0));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Scrapes that repeat the last one take the shortcut, and leave the
+/// state the full ingest leaves: through a series that goes away for
+/// longer than the retention (so the entries after it move), a stale
+/// marker, a failed scrape (`up 0`, markers for the rest), a scrape
+/// with two samples of a series, and evaluations that trim.
+/// Memory stays bounded: a window never holds more than the retention
+/// and a chunk.
+#[test]
+fn repeats_take_the_shortcut_and_leave_the_state_a_full_ingest_leaves() {
+    let names = [
+        ("vllm:generation_tokens_total", ""),
+        ("vllm:prompt_tokens_total", ""),
+        ("vllm:e2e_request_latency_seconds_count", ""),
+        ("vllm:e2e_request_latency_seconds_sum", ""),
+        ("vllm:num_requests_waiting", ""),
+        ("vllm:kv_cache_usage_perc", ""),
+        ("vllm:time_to_first_token_seconds_bucket", "0.1"),
+        ("vllm:time_to_first_token_seconds_bucket", "1"),
+        ("vllm:time_to_first_token_seconds_bucket", "+Inf"),
+        ("process_cpu_seconds_total", ""),
+        ("up", ""),
+    ];
+    let labels = |i: usize| {
+        let (n, le) = names[i];
+        let mut v = vec![("__name__", n), ("instance", "a"), ("job", "v"), ("node", "n1")];
+        if n.starts_with("vllm:") {
+            v.extend([("engine", "0"), ("model_name", "m")]);
+        }
+        if !le.is_empty() {
+            v.push(("le", le));
+        }
+        Labels::from_pairs(v)
+    };
+    let interned: Vec<Labels> = (0..names.len()).map(labels).collect();
+    let run = |fresh: bool, full_only: bool| {
+        REPEATS.with(|r| r.set(0));
+        FULL_ONLY.with(|f| f.set(full_only));
+        let mut e = Engine::new(Settings { window_ms: 10_000, ..Settings::default() });
+        let mut states = Vec::new();
+        let mut derived = Vec::new();
+        for k in 0..400i64 {
+            // Jittered, as a scrape loop's times are.
+            let t = 100_000 + k * 1000 + (k * 37) % 11;
+            let failed = k == 250;
+            let batch: Vec<Series> = (0..names.len())
+                // The 0.1 bucket is gone from 50 s to 200 s, beyond the
+                // retention (70 s here).
+                .filter(|&i| !(i == 6 && (50..200).contains(&k)))
+                .map(|i| {
+                    let v = if failed && names[i].0 != "up" || (k == 150 && i == 1) {
+                        infertel_model::stale_nan()
+                    } else if names[i].0 == "up" {
+                        if failed { 0.0 } else { 1.0 }
+                    } else {
+                        (k * (i as i64 + 1)) as f64
+                    };
+                    let mut samples = infertel_model::samples![Sample { timestamp_ms: t, value: v }];
+                    if k == 300 && i == 0 {
+                        samples.insert(0, Sample { timestamp_ms: t - 500, value: v - 1.0 });
+                    }
+                    // `up` is built anew on every scrape, as the receiver does.
+                    let fresh = fresh || names[i].0 == "up";
+                    Series { labels: if fresh { labels(i) } else { interned[i].clone() }, samples }
+                })
+                .collect();
+            let touched = e.ingest(&batch);
+            states.push(state(&e));
+            // The retention's samples (1 s apart), plus fewer than a
+            // chunk (16) waiting to go.
+            for st in e.targets.values() {
+                for (name, m) in &st.series {
+                    let keep =
+                        if wire(name).is_some_and(|w| w.long) { e.retention_ms() } else { e.short_retention_ms() };
+                    for v in m.values() {
+                        assert!(v.len() as i64 <= keep / 1000 + 1 + 16, "{} held {} samples", name.0, v.len());
+                    }
+                }
+            }
+            // Seldom enough that chunks of expired samples are dropped
+            // by ingest, not by evaluation's trim.
+            if k % 40 == 0 {
+                for (key, t) in touched {
+                    let ev = e.evaluate(&key, t);
+                    let mut d: Vec<_> =
+                        ev.derived.iter().map(|d| (d.name, d.labels.clone(), d.value.to_bits())).collect();
+                    d.sort();
+                    derived.push(d);
+                }
+            }
+        }
+        (states, derived, REPEATS.with(|r| r.get()))
+    };
+    let (full, full_derived, none) = run(false, true);
+    assert_eq!(none, 0);
+    assert!(full_derived.iter().any(|d| d.iter().any(|(n, _, _)| *n == "infertel_generation_tokens_per_second")));
+    // Interned label sets, and label sets built anew on every scrape
+    // (equal, not the same).
+    for fresh in [false, true] {
+        let (short, short_derived, repeats) = run(fresh, false);
+        // All but the scrapes that change something, and the one after each.
+        assert!(repeats > 380, "{repeats} of 400 scrapes took the shortcut (fresh: {fresh})");
+        assert_eq!(full.len(), short.len());
+        for (k, (a, b)) in full.iter().zip(&short).enumerate() {
+            let first = a.iter().zip(b).find(|(x, y)| x != y);
+            assert!(a.len() == b.len() && first.is_none(), "state after scrape {k} (fresh: {fresh}): {first:?}");
+        }
+        assert_eq!(full_derived, short_derived, "fresh: {fresh}");
+    }
+    FULL_ONLY.with(|f| f.set(false));
+}
+
+/// The fast path (the same interned label sets as the last scrape) and
+/// the slow path (fresh label sets every scrape) derive the same values,
+/// also when series appear, vanish and change order between scrapes.
+#[test]
+fn interned_and_fresh_label_sets_derive_the_same() {
+    let names = [
+        ("vllm:generation_tokens_total", ""),
+        ("vllm:prompt_tokens_total", ""),
+        ("vllm:e2e_request_latency_seconds_count", ""),
+        ("vllm:e2e_request_latency_seconds_sum", ""),
+        ("vllm:request_queue_time_seconds_sum", ""),
+        ("vllm:kv_cache_usage_perc", ""),
+        ("vllm:time_to_first_token_seconds_bucket", "0.1"),
+        ("vllm:time_to_first_token_seconds_bucket", "1"),
+        ("vllm:time_to_first_token_seconds_bucket", "+Inf"),
+        ("process_cpu_seconds_total", ""),
+    ];
+    let labels = |i: usize| {
+        let (n, le) = names[i];
+        let mut v = vec![("__name__", n), ("engine", "0"), ("instance", "a"), ("job", "v"), ("model_name", "m")];
+        if !le.is_empty() {
+            v.push(("le", le));
+        }
+        Labels::from_pairs(v)
+    };
+    let interned: Vec<Labels> = (0..names.len()).map(labels).collect();
+    let run = |fresh: bool| {
+        let mut e = Engine::new(Settings { window_ms: 10_000, ..Settings::default() });
+        let mut out = Vec::new();
+        for k in 0..30i64 {
+            let t = 100_000 + k * 1000;
+            let mut order: Vec<usize> = (0..names.len()).collect();
+            if k % 7 == 3 {
+                order.reverse();
+            }
+            if k % 5 == 2 {
+                order.retain(|i| *i != 1);
+            }
+            let batch: Vec<Series> = order
+                .iter()
+                .map(|&i| Series {
+                    labels: if fresh { labels(i) } else { interned[i].clone() },
+                    samples: infertel_model::samples![Sample { timestamp_ms: t, value: (k * (i as i64 + 1)) as f64 }],
+                })
+                .collect();
+            let touched = e.ingest(&batch);
+            for (key, t) in touched {
+                let ev = e.evaluate(&key, t);
+                out.push(ev.derived.iter().map(|d| (d.name, d.labels.clone(), d.value.to_bits())).collect::<Vec<_>>());
+            }
+        }
+        out
+    };
+    let (a, b) = (run(false), run(true));
+    assert_eq!(a.len(), 30);
+    assert!(a.iter().any(|d| d.iter().any(|(n, _, _)| *n == "infertel_generation_tokens_per_second")));
+    let sorted = |mut v: Vec<_>| {
+        v.sort();
+        v
+    };
+    for (x, y) in a.into_iter().zip(b) {
+        assert_eq!(sorted(x), sorted(y));
+    }
+}

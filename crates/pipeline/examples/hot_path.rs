@@ -14,7 +14,9 @@ use infertel_model::Batch;
 use infertel_model::Labels;
 use infertel_pipeline::exporters::prometheusremotewrite::request_builder::RequestBuilder;
 use infertel_pipeline::processors::inference::{InferenceConfig, InferenceProcessor};
-use infertel_pipeline::receivers::prometheus::scrape::{JobSettings, SeriesCache, build_series};
+use infertel_pipeline::receivers::prometheus::scrape::{
+    JobSettings, REPORT_SERIES, SeriesCache, build_series, report_labels,
+};
 use infertel_pipeline::receivers::prometheus::target::Target;
 use infertel_pipeline::{BoxFuture, Consumer, Telemetry};
 use std::sync::Arc;
@@ -73,17 +75,9 @@ fn main() {
         build_series(BODY, None, now_ms, &targets[k], &j, &mut caches[k], &mut series, &mut md, false)
             .expect("fixture");
         if report {
-            for name in [
-                "up",
-                "scrape_duration_seconds",
-                "scrape_samples_scraped",
-                "scrape_samples_post_metric_relabeling",
-                "scrape_series_added",
-            ] {
-                let mut l: Vec<infertel_model::Label> = targets[k].labels.iter().cloned().collect();
-                l.push(infertel_model::Label::new(infertel_model::METRIC_NAME, name));
+            for name in REPORT_SERIES {
                 series.push(infertel_model::Series {
-                    labels: Labels::from_vec(l),
+                    labels: report_labels(name, &targets[k].labels, &[]),
                     samples: infertel_model::samples![infertel_model::Sample { timestamp_ms: now_ms, value: 1.0 }],
                 });
             }

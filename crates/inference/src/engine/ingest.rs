@@ -235,8 +235,9 @@ struct Seen {
 /// position in the batch and by index in their [`ByLabels`].
 #[derive(Clone)]
 struct Repeat {
-    /// Input series: position in the batch, wire name, entry index.
-    inputs: Vec<(u32, Wire, u32)>,
+    /// The positions of the input series in the batch (and in `order`,
+    /// whose entries hold their wire name and entry index).
+    inputs: Vec<u32>,
 }
 
 impl Engine {
@@ -435,7 +436,8 @@ impl Engine {
                     inputs: order
                         .iter()
                         .enumerate()
-                        .filter_map(|(k, x)| x.info.wire.filter(|w| w.kept).map(|w| (k as u32, w, x.slot)))
+                        .filter(|(_, x)| x.info.wire.is_some_and(|w| w.kept))
+                        .map(|(k, _)| k as u32)
                         .collect(),
                 });
                 st.order = order;
@@ -520,23 +522,21 @@ impl Engine {
         }
         // A repeat: the same live series as the last clean scrape, so the
         // families, schema, node and `up` are what they were.
-        let repeat = st.repeat.as_mut()?;
+        let repeat = st.repeat.as_ref()?;
         #[cfg(test)]
         tests::REPEATS.with(|r| r.set(r.get() + 1));
         let st_newest = st.newest_ms.max(newest);
-        for (at, w, slot) in repeat.inputs.iter_mut() {
-            let s = &series[*at as usize];
+        for &at in &repeat.inputs {
+            let (s, seen) = (&series[at as usize], &mut st.order[at as usize]);
+            let Some(w) = seen.info.wire else { continue };
             let by_labels = st.series.entry(WireName(w.name)).or_default();
             // An entry can have moved since (evaluation drops the series
             // left without samples): then it is looked up again.
-            let (found, new) = by_labels.slot(&s.labels, *slot);
+            let (found, new) = by_labels.slot(&s.labels, seen.slot);
             if new {
                 st.node = None;
             }
-            *slot = found as u32;
-            if let Some(seen) = st.order.get_mut(*at as usize) {
-                seen.slot = found as u32;
-            }
+            seen.slot = found as u32;
             let v = &mut by_labels.entries[found].1;
             let x = s.samples[0];
             if v.last().is_none_or(|l| x.timestamp_ms > l.timestamp_ms) {

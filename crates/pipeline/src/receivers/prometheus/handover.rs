@@ -7,7 +7,7 @@
 //! no longer has is ended with markers by the new receiver, since only it
 //! knows which targets it kept.
 
-use super::series::{SeriesCache, report_labels};
+use super::series::{REPORT_SERIES, SeriesCache, report_labels};
 use crate::consumer::Consumer;
 use infertel_model::{Batch, Label, Labels, Sample, Series, stale_nan};
 use std::collections::HashMap;
@@ -67,16 +67,7 @@ pub fn end_of_target(cache: &mut SeriesCache, target_labels: &Labels, external: 
     } else {
         &[]
     };
-    for name in [
-        "up",
-        "scrape_duration_seconds",
-        "scrape_samples_scraped",
-        "scrape_samples_post_metric_relabeling",
-        "scrape_series_added",
-    ]
-    .iter()
-    .chain(extra)
-    {
+    for name in REPORT_SERIES.iter().chain(extra) {
         series.push(Series {
             labels: report_labels(name, target_labels, external),
             samples: infertel_model::samples![Sample { timestamp_ms: ts, value: stale_nan() }],

@@ -21,8 +21,10 @@
 use super::fetch::{Direct, fetch};
 use super::handover::{Handed, Handover, LoopKey, end_of_target};
 pub use super::job::{ACCEPT_HEADER, Interner, JobSettings, ScrapeAuth, base64_decode, base64_encode};
-pub use super::series::{ScrapeFailure, ScrapeStats, SeriesCache, attach_target_labels, build_series};
-use super::series::{fail, report_labels};
+use super::series::fail;
+pub use super::series::{
+    REPORT_SERIES, ScrapeFailure, ScrapeStats, SeriesCache, attach_target_labels, build_series, report_labels,
+};
 use super::target::Target;
 use crate::consumer::Consumer;
 use crate::processors::memory_limiter::Backpressure;
@@ -299,13 +301,8 @@ impl ScrapeLoop {
             failure.as_ref().map(|(r, msg)| (*r, msg.as_str())),
             [stats.scraped, stats.post_relabel, stats.series_added],
         );
-        let mut report = vec![
-            ("up", up),
-            ("scrape_duration_seconds", duration),
-            ("scrape_samples_scraped", stats.scraped as f64),
-            ("scrape_samples_post_metric_relabeling", stats.post_relabel as f64),
-            ("scrape_series_added", stats.series_added as f64),
-        ];
+        let values = [up, duration, stats.scraped as f64, stats.post_relabel as f64, stats.series_added as f64];
+        let mut report: Vec<(&str, f64)> = REPORT_SERIES.into_iter().zip(values).collect();
         if self.job.extra_scrape_metrics {
             // Prometheus' extra-scrape-metrics: the body size of a success,
             // -1 when the body size limit failed the scrape, 0 otherwise.

@@ -186,7 +186,19 @@ pub fn attach_target_labels(mut scraped: Vec<Label>, target: &Labels, honor: boo
     scraped
 }
 
-pub(super) fn report_labels(name: &str, target: &Labels, external: &[Label]) -> Labels {
+/// The series every scrape reports about itself, as Prometheus names them
+/// (`extra_scrape_metrics` adds three more).
+pub const REPORT_SERIES: [&str; 5] = [
+    "up",
+    "scrape_duration_seconds",
+    "scrape_samples_scraped",
+    "scrape_samples_post_metric_relabeling",
+    "scrape_series_added",
+];
+
+/// The label set of report series `name` of a target: built anew on each
+/// scrape.
+pub fn report_labels(name: &str, target: &Labels, external: &[Label]) -> Labels {
     let mut v: Vec<Label> = target.iter().cloned().collect();
     v.push(Label::new(METRIC_NAME, name));
     add_external(&mut v, external);

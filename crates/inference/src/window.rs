@@ -111,7 +111,13 @@ pub fn change_point_rate(before: Option<Sample>, window: &[Sample]) -> Option<f6
     increase(&live[a..=b]).ok().map(|i| i.rate())
 }
 
-/// Counter increase between the first and last sample, resets corrected.
+/// Counter increase between the first and last sample, resets corrected,
+/// computed as Prometheus computes it (`extrapolatedRate` in
+/// `promql/functions.go`): the last value minus the first, plus the value
+/// before every reset (a sample lower than its predecessor). Summing the
+/// deltas instead is the same number in exact arithmetic, not in floating
+/// point; and a NaN between the first and the last sample leaves the
+/// result alone, as in Prometheus (no comparison with NaN is a reset).
 /// Staleness markers are skipped (a failed scrape in the middle of a
 /// window), as Prometheus leaves them out of range vectors.
 pub fn increase(samples: &[Sample]) -> Result<Increase, Skip> {
@@ -119,12 +125,12 @@ pub fn increase(samples: &[Sample]) -> Result<Increase, Skip> {
     let mut it = samples.iter().filter(live);
     let Some(&first) = it.next() else { return Err(Skip::FirstWindow) };
     let mut last = first;
-    let mut delta = 0.0;
+    let mut any_reset = false;
     let mut n = 1;
     for &s in it {
         // A sample lower than its predecessor is a reset: the counter
         // counted from 0 again.
-        delta += if s.value < last.value { s.value } else { s.value - last.value };
+        any_reset |= s.value < last.value;
         last = s;
         n += 1;
     }
@@ -134,6 +140,17 @@ pub fn increase(samples: &[Sample]) -> Result<Increase, Skip> {
     let seconds = (last.timestamp_ms - first.timestamp_ms) as f64 / 1000.0;
     if seconds <= 0.0 {
         return Err(Skip::FirstWindow);
+    }
+    let mut delta = last.value - first.value;
+    if any_reset {
+        // The values before the resets, added in order, as Prometheus adds them.
+        let mut prev = first.value;
+        for s in samples.iter().filter(live).skip(1) {
+            if s.value < prev {
+                delta += prev;
+            }
+            prev = s.value;
+        }
     }
     Ok(Increase { delta, seconds })
 }

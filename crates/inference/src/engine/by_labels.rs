@@ -1,10 +1,25 @@
-//! The samples a target keeps of one wire name, by label set: where ingest
-//! stores input samples and evaluation reads them.
+//! The input series a target has of one wire name, by label set, each with
+//! its column in the target's [`Rows`](super::rows::Rows) and its engine
+//! group.
 
-use infertel_model::{Labels, Sample};
+use infertel_model::Labels;
 use rustc_hash::FxHashMap;
 
-/// Input samples of one wire name, by label set, oldest first.
+/// One input series.
+#[derive(Clone)]
+pub(crate) struct Entry {
+    pub(crate) labels: Labels,
+    /// Its column in the target's rows.
+    pub(crate) column: u32,
+    /// Its engine group: an index into `TargetState::groups`, worked out
+    /// once when the series is first met (see `vllm::groups`).
+    pub(crate) group: u32,
+    /// Its `le` label, read as a bucket bound once (evaluation reads every
+    /// bucket's on every evaluation).
+    pub(crate) le: Option<f64>,
+}
+
+/// Input series of one wire name, by label set, with their columns.
 ///
 /// Entries sit in a vector, so a series found once is found again by its
 /// index: ingest remembers each series' index from the last scrape (see
@@ -17,50 +32,63 @@ use rustc_hash::FxHashMap;
 /// entry of the old one when first seen, so one series never has two.
 #[derive(Default, Clone)]
 pub(crate) struct ByLabels {
-    pub(super) entries: Vec<(Labels, Vec<Sample>)>,
+    pub(super) entries: Vec<Entry>,
     by_addr: FxHashMap<usize, u32>,
+    /// Kept for the longer retention (see `Wire::long`).
+    pub(crate) long: bool,
 }
 
 impl ByLabels {
+    pub(super) fn new(long: bool) -> Self {
+        ByLabels { long, ..ByLabels::default() }
+    }
+
     /// The index of `l`'s entry, tried first at `hint` (its index on the
-    /// last scrape), created if missing; and whether it was created.
-    pub(super) fn slot(&mut self, l: &Labels, hint: u32) -> (usize, bool) {
-        if let Some((k, _)) = self.entries.get(hint as usize)
-            && Labels::ptr_eq(k, l)
+    /// last scrape), created with the column and group `new` gives if
+    /// missing; and whether it was created.
+    pub(super) fn slot(&mut self, l: &Labels, hint: u32, new: impl FnOnce() -> (u32, u32)) -> (usize, bool) {
+        if let Some(e) = self.entries.get(hint as usize)
+            && Labels::ptr_eq(&e.labels, l)
         {
             return (hint as usize, false);
         }
         if let Some(&i) = self.by_addr.get(&l.addr()) {
             return (i as usize, false);
         }
-        let (i, new) = match self.entries.iter().position(|(k, _)| k == l) {
+        let (i, created) = match self.entries.iter().position(|e| &e.labels == l) {
             Some(i) => {
-                self.by_addr.remove(&self.entries[i].0.addr());
-                self.entries[i].0 = l.clone();
+                self.by_addr.remove(&self.entries[i].labels.addr());
+                self.entries[i].labels = l.clone();
                 (i, false)
             }
             None => {
-                self.entries.push((l.clone(), Vec::new()));
+                let (column, group) = new();
+                let le = l.get("le").and_then(super::view::parse_le);
+                self.entries.push(Entry { labels: l.clone(), column, group, le });
                 (self.entries.len() - 1, true)
             }
         };
         self.by_addr.insert(l.addr(), i as u32);
-        (i, new)
+        (i, created)
     }
 
-    pub(crate) fn values(&self) -> impl Iterator<Item = &Vec<Sample>> {
-        self.entries.iter().map(|(_, v)| v)
+    /// The columns of the entries.
+    pub(crate) fn columns(&self) -> impl Iterator<Item = u32> + '_ {
+        self.entries.iter().map(|e| e.column)
     }
 
-    pub(super) fn retain(&mut self, mut keep: impl FnMut(&mut Vec<Sample>) -> bool) {
+    /// Keeps the entries `keep` says to; true when any went.
+    pub(super) fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) -> bool {
         let before = self.entries.len();
-        self.entries.retain_mut(|(_, v)| keep(v));
-        if self.entries.len() != before {
-            self.by_addr.clear();
-            for (i, (l, _)) in self.entries.iter().enumerate() {
-                self.by_addr.insert(l.addr(), i as u32);
-            }
+        self.entries.retain(|e| keep(e.column));
+        if self.entries.len() == before {
+            return false;
         }
+        self.by_addr.clear();
+        for (i, e) in self.entries.iter().enumerate() {
+            self.by_addr.insert(e.labels.addr(), i as u32);
+        }
+        true
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -69,25 +97,9 @@ impl ByLabels {
 }
 
 impl<'a> IntoIterator for &'a ByLabels {
-    type Item = (&'a Labels, &'a Vec<Sample>);
-    type IntoIter = std::iter::Map<
-        std::slice::Iter<'a, (Labels, Vec<Sample>)>,
-        fn(&'a (Labels, Vec<Sample>)) -> (&'a Labels, &'a Vec<Sample>),
-    >;
+    type Item = (&'a Labels, u32);
+    type IntoIter = std::iter::Map<std::slice::Iter<'a, Entry>, fn(&'a Entry) -> (&'a Labels, u32)>;
     fn into_iter(self) -> Self::IntoIter {
-        self.entries.iter().map(|(l, v)| (l, v))
-    }
-}
-
-/// Drops the samples before `cutoff`, in chunks, not one per scrape:
-/// shifting the window's samples down on every scrape would cost more than
-/// the rest of ingest. Evaluation trims exactly first (see `evaluate`).
-/// Drops when at least 16 are expired, or a quarter: the sample at that
-/// count is before the cutoff (the samples are in order).
-pub(super) fn expire(v: &mut Vec<Sample>, cutoff: i64) {
-    let enough = 16.min(v.len().div_ceil(4)).max(1);
-    if v.get(enough - 1).is_some_and(|x| x.timestamp_ms < cutoff) {
-        let expired = v.partition_point(|x| x.timestamp_ms < cutoff);
-        v.drain(..expired);
+        self.entries.iter().map(|e| (&e.labels, e.column))
     }
 }

@@ -7,12 +7,12 @@
 //! GPU is therefore read from one series (the copies carry the same values)
 //! before anything is summed, and the pods of all copies say whom it serves.
 
-use super::view::{GPU_GROUP, GaugeStats, LabelPairs, MaxPri, View, matches, ratio, restrict, source_of};
+use super::view::{GPU_GROUP, GaugeStats, Keep, LabelPairs, MaxPri, View, matches, ratio, restrict, source_of};
 use super::vllm::get;
 use super::{Engine, Join, Out, Settings, TargetKey};
 use crate::engine::ingest::{TargetState, WireName};
 use crate::schema::{self, Input, Source};
-use crate::window::{Skip, change_point_rate, in_window};
+use crate::window::{Skip, change_point_rate};
 use infertel_model::Labels;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -32,7 +32,7 @@ pub(crate) struct Gpu<'a> {
 
 /// Gauge statistics of the first series `keep` selects (copies of one GPU
 /// carry the same values; summing them would count the GPU once per pod).
-fn one(v: &View, input: &Input, keep: &dyn Fn(&Labels) -> bool) -> Result<GaugeStats, Skip> {
+fn one(v: &View, input: &Input, keep: Keep<'_>) -> Result<GaugeStats, Skip> {
     let sel = v.select(input, "", keep)?;
     let (_, s) = sel.iter().min_by(|a, b| a.0.cmp(b.0)).ok_or(Skip::MissingInput)?;
     GaugeStats::of(s).ok_or(Skip::MissingInput)
@@ -40,7 +40,7 @@ fn one(v: &View, input: &Input, keep: &dyn Fn(&Labels) -> bool) -> Result<GaugeS
 
 impl Gpu<'_> {
     fn view(&self, t: i64, w: i64) -> View<'_> {
-        View { st: self.st, t, w }
+        View::new(self.st, t, w)
     }
 
     fn keep(&self) -> impl Fn(&Labels) -> bool + '_ {
@@ -49,7 +49,7 @@ impl Gpu<'_> {
 
     /// Mean of a gauge of this GPU over the window.
     pub(crate) fn mean(&self, input: &Input, t: i64, w: i64) -> Option<f64> {
-        one(&self.view(t, w), input, &self.keep()).ok().map(|g| g.mean)
+        one(&self.view(t, w), input, Keep::when(&self.keep())).ok().map(|g| g.mean)
     }
 
     /// Watts drawn over the window: from the energy counter between its
@@ -62,18 +62,16 @@ impl Gpu<'_> {
         let keep = self.keep();
         if let Some(name) = v.pick(&schema::ENERGY, "")
             && let Some(m) = v.st.series.get(&WireName(name))
-            && let Some((_, all)) = m.into_iter().filter(|(l, _)| keep(l)).min_by(|a, b| a.0.cmp(b.0))
+            && let Some((_, c)) = m.into_iter().filter(|(l, _)| keep(l)).min_by(|a, b| a.0.cmp(b.0))
         {
-            let start = all.partition_point(|s| s.timestamp_ms < t - w);
-            let end = all.partition_point(|s| s.timestamp_ms <= t);
-            let before = start.checked_sub(1).map(|i| all[i]);
+            let (before, window) = v.window_and_before(m, c);
             // mJ for the classic field, J for DCGM 4.6.1's.
             let per_joule = if name == "DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL" { 1.0 } else { 1000.0 };
-            if let Some(r) = change_point_rate(before, &all[start..end]) {
+            if let Some(r) = change_point_rate(before, &window) {
                 return Ok(r / per_joule);
             }
         }
-        one(&v, &schema::POWER, &keep).map(|g| g.mean)
+        one(&v, &schema::POWER, Keep::when(&keep)).map(|g| g.mean)
     }
 }
 
@@ -99,8 +97,9 @@ pub(crate) fn eval_dcgm(v: &View, settings: &Settings, out: &mut Out) {
     let mut gpus: BTreeSet<LabelPairs> = BTreeSet::new();
     for input in [&schema::FB_USED, &schema::POWER, &schema::DRAM_ACTIVE] {
         if let Some(n) = v.pick(input, "") {
-            for (l, s) in &v.st.series[&WireName(n)] {
-                if in_window(s, v.t, v.w).is_ok() {
+            let m = &v.st.series[&WireName(n)];
+            for (l, c) in m {
+                if v.newest_in_window(m, c).is_some() {
                     gpus.insert(restrict(l, GPU_GROUP));
                 }
             }
@@ -109,7 +108,7 @@ pub(crate) fn eval_dcgm(v: &View, settings: &Settings, out: &mut Out) {
     for g in &gpus {
         let gk = g.clone();
         let keep = move |l: &Labels| matches(l, &gk, GPU_GROUP);
-        let keep: &dyn Fn(&Labels) -> bool = &keep;
+        let keep = Keep::when(&keep);
         let used = one(v, &schema::FB_USED, keep).map(|x| x.last);
         let free = one(v, &schema::FB_FREE, keep).map(|x| x.last);
         let total = match (used, free) {
@@ -161,8 +160,8 @@ fn classify<'a>(gpus: Vec<Gpu<'a>>, pods: &BTreeSet<(String, String)>) -> (Vec<G
 }
 
 /// The (namespace, pod) of a target's engine groups.
-fn pods_of(groups: &BTreeSet<LabelPairs>) -> BTreeSet<(String, String)> {
-    groups.iter().filter_map(|g| Some((get(g, "namespace")?, get(g, "pod")?))).collect()
+fn pods_of(groups: &[(u32, LabelPairs)]) -> BTreeSet<(String, String)> {
+    groups.iter().filter_map(|(_, g)| Some((get(g, "namespace")?, get(g, "pod")?))).collect()
 }
 
 impl Engine {
@@ -175,11 +174,12 @@ impl Engine {
             if source_of(st) != Some(Source::Dcgm) || st.gone {
                 continue;
             }
-            let v = View { st, t, w: self.settings.window_ms };
+            let v = View::new(st, t, self.settings.window_ms);
             let Some(n) = v.pick(&schema::POWER, "") else { continue };
             let target_node = target_node(st, &self.settings);
-            for (l, s) in &st.series[&WireName(n)] {
-                if l.get("GPU_I_ID").is_some() || in_window(s, t, v.w).is_err() {
+            let m = &st.series[&WireName(n)];
+            for (l, c) in m {
+                if l.get("GPU_I_ID").is_some() || v.newest_in_window(m, c).is_none() {
                     continue;
                 }
                 let id = l.get("UUID").or(l.get("uuid")).or(l.get("gpu")).unwrap_or("").to_string();
@@ -220,15 +220,15 @@ impl Engine {
             .filter(|(_, st)| st.detected.is_some_and(|s| s.engine_derived()) && !st.gone)
             .filter(move |(_, st)| target_node(st, &self.settings) == *node)
             .filter(move |(_, st)| {
-                let v = View { st, t, w: self.settings.window_ms };
-                v.select(&schema::GENERATION_TOKENS, "", &|_| true).is_ok()
+                let v = View::new(st, t, self.settings.window_ms);
+                v.select(&schema::GENERATION_TOKENS, "", Keep::ALL).is_ok()
             })
     }
 
     /// The GPUs that serve target `key` under the configured join.
     pub(crate) fn serving_gpus(&self, key: &TargetKey, t: i64) -> Vec<Gpu<'_>> {
         let Some(st) = self.targets.get(key) else { return Vec::new() };
-        let v = View { st, t, w: self.settings.window_ms };
+        let v = View::new(st, t, self.settings.window_ms);
         let pods = pods_of(&super::vllm::groups(&v));
         let all = self.gpus(t);
         match &self.settings.join {
@@ -245,7 +245,7 @@ impl Engine {
         }
     }
 
-    pub(crate) fn eval_power(&self, v: &View, key: &TargetKey, groups: &BTreeSet<LabelPairs>, out: &mut Out) {
+    pub(crate) fn eval_power(&self, v: &View, key: &TargetKey, groups: &[(u32, LabelPairs)], out: &mut Out) {
         const NAME: &str = "infertel_tokens_per_watt";
         let (t, w) = (v.t, v.w);
         // (output labels, token rate, GPUs)
@@ -263,9 +263,9 @@ impl Engine {
                 let mut tokens = Err(Skip::MissingInput);
                 let mut pods = BTreeSet::new();
                 for (_, st) in &peers {
-                    let pv = View { st, t, w };
+                    let pv = View::new(st, t, w);
                     pods.extend(pods_of(&super::vllm::groups(&pv)));
-                    tokens = match (tokens, Self::generation_rate(&pv, &|_| true)) {
+                    tokens = match (tokens, Self::generation_rate(&pv, Keep::ALL)) {
                         (Ok(a), Ok(b)) => Ok(a + b),
                         (Err(_), Ok(b)) => Ok(b),
                         (Ok(a), Err(_)) => Ok(a),
@@ -294,7 +294,7 @@ impl Engine {
             Join::Pod => {
                 let all = self.gpus(t);
                 let mut by_pod: BTreeMap<(String, String), ()> = BTreeMap::new();
-                for g in groups {
+                for (_, g) in groups {
                     match (get(g, "namespace"), get(g, "pod")) {
                         (Some(ns), Some(pod)) => {
                             by_pod.insert((ns, pod), ());
@@ -308,7 +308,7 @@ impl Engine {
                     let (n2, p2) = (ns.clone(), pod.clone());
                     let keep =
                         move |l: &Labels| l.get("namespace") == Some(n2.as_str()) && l.get("pod") == Some(p2.as_str());
-                    let rate = Self::generation_rate(v, &keep);
+                    let rate = Self::generation_rate(v, Keep::when(&keep));
                     let p = (ns.clone(), pod.clone());
                     let gpus = all.iter().filter(|g| g.pods.contains(&p)).cloned().collect();
                     jobs.push((vec![("namespace".into(), ns), ("pod".into(), pod)], rate, gpus));
@@ -319,7 +319,7 @@ impl Engine {
                     out.skipped.push((NAME, Skip::MissingInput));
                     return;
                 }
-                let rate = Self::generation_rate(v, &|_| true);
+                let rate = Self::generation_rate(v, Keep::ALL);
                 jobs.push((vec![("instance".into(), key.instance.clone())], rate, self.serving_gpus(key, t)));
             }
         }

@@ -1,9 +1,10 @@
-//! Ingest: a scrape's series into each target's sample windows, at the cost
+//! Ingest: a scrape's series into each target's rows (see `rows.rs`), at the cost
 //! of one hash per series for the names the engine ignores (most of a
 //! scrape) and a pointer comparison per series for a scrape that repeats the
 //! last one's order.
 
-use super::by_labels::{ByLabels, expire};
+use super::by_labels::ByLabels;
+use super::rows::Rows;
 use super::{Engine, TargetKey};
 use crate::schema::{self, Families, Schema};
 use infertel_model::{Labels, METRIC_NAME, Series, is_stale_nan};
@@ -13,9 +14,19 @@ use std::sync::LazyLock;
 
 #[derive(Clone)]
 pub(crate) struct TargetState {
-    /// Wire name (interned, see [`wire`]) → label set → samples, oldest
-    /// first. Staleness markers are not stored: a range ignores them.
+    /// Wire name (interned, see [`wire`]) → label set → column in `rows`.
     pub(crate) series: FxHashMap<WireName, ByLabels>,
+    /// The input samples, a row per scrape time. Staleness markers are not
+    /// stored: a range ignores them.
+    pub(crate) rows: Rows,
+    /// What readers see of `rows`: samples from these times on, for the
+    /// inputs kept for the window and for the longer ones (`Wire::long`).
+    /// Rows go at the earlier of the two, so older samples of the inputs
+    /// kept for the window may still be there.
+    pub(crate) cutoffs: (i64, i64),
+    /// The engine groups of the input series (see `vllm::groups`), each
+    /// once; a series holds the index of its own.
+    pub(crate) groups: Vec<super::vllm::Group>,
     pub(crate) families: Families,
     engine_label: bool,
     /// What `families` and `engine_label` imply, kept in step with them.
@@ -44,6 +55,9 @@ impl Default for TargetState {
     fn default() -> Self {
         TargetState {
             series: FxHashMap::default(),
+            rows: Rows::default(),
+            cutoffs: (i64::MIN, i64::MIN),
+            groups: Vec::new(),
             families: Families::default(),
             engine_label: false,
             detected: None,
@@ -59,18 +73,39 @@ impl Default for TargetState {
 }
 
 impl TargetState {
-    /// Drops samples older than their cutoff (`long` for the inputs kept
-    /// longer than the window, see [`Wire::long`]), and series left without any.
+    /// Sets the cutoffs (`long` for the inputs kept longer than the window,
+    /// see [`Wire::long`]), drops the rows older than both, and the series
+    /// without a sample since their cutoff (freeing their columns).
     pub(crate) fn trim(&mut self, short: i64, long: i64) {
-        for (name, by_labels) in self.series.iter_mut() {
-            let cutoff = if wire(name).is_some_and(|w| w.long) { long } else { short };
-            by_labels.retain(|v| {
-                let keep_from = v.partition_point(|x| x.timestamp_ms < cutoff);
-                v.drain(..keep_from);
-                !v.is_empty()
+        self.keep_from(short, long);
+        let rows = &mut self.rows;
+        let mut dropped = false;
+        for by_labels in self.series.values_mut() {
+            let kept = rows.since(if by_labels.long { long } else { short });
+            dropped |= by_labels.retain(|c| {
+                let keep = rows.newest_in(c, kept.clone()).is_some();
+                if !keep {
+                    rows.release(c);
+                }
+                keep
             });
         }
         self.series.retain(|_, m| !m.is_empty());
+        // The shortcut writes by column, and a freed column is handed out
+        // again. A column is freed only when its series had no sample in
+        // the retention, so it is not one the shortcut writes (a repeat's
+        // inputs are live on every scrape); it is set up afresh anyway, at
+        // the cost of one full ingest.
+        if dropped {
+            self.repeat = None;
+        }
+    }
+
+    /// Sets what readers see (see `cutoffs`) and lets the rows before both
+    /// cutoffs go.
+    fn keep_from(&mut self, short: i64, long: i64) {
+        self.cutoffs = (short, long);
+        self.rows.expire(short.min(long));
     }
 }
 
@@ -235,9 +270,30 @@ struct Seen {
 /// position in the batch and by index in their [`ByLabels`].
 #[derive(Clone)]
 struct Repeat {
-    /// The positions of the input series in the batch (and in `order`,
-    /// whose entries hold their wire name and entry index).
-    inputs: Vec<u32>,
+    /// The position of each input series in the batch, and its column in
+    /// the target's rows (a series met twice in a scrape keeps its first
+    /// sample, as the full ingest does).
+    inputs: Vec<(u32, u32)>,
+}
+
+impl Repeat {
+    /// The inputs of `order` (a clean scrape just ingested into `st`).
+    fn of(st: &TargetState, order: &[Seen]) -> Repeat {
+        let mut taken = rustc_hash::FxHashSet::default();
+        let mut inputs = Vec::new();
+        for (k, x) in order.iter().enumerate() {
+            let Some(w) = x.info.wire.filter(|w| w.kept) else { continue };
+            let Some(column) =
+                st.series.get(&WireName(w.name)).and_then(|m| m.entries.get(x.slot as usize)).map(|e| e.column)
+            else {
+                continue;
+            };
+            if taken.insert(column) {
+                inputs.push((k as u32, column));
+            }
+        }
+        Repeat { inputs }
+    }
 }
 
 impl Engine {
@@ -394,8 +450,10 @@ impl Engine {
             {
                 acc.kept = true;
                 let st = acc.st.get_or_insert_with(TargetState::default);
-                let by_labels = st.series.entry(WireName(w.name)).or_default();
-                let (slot, new) = by_labels.slot(&s.labels, slot);
+                let (rows, groups) = (&mut st.rows, &mut st.groups);
+                let by_labels = st.series.entry(WireName(w.name)).or_insert_with(|| ByLabels::new(w.long));
+                let (slot, new) =
+                    by_labels.slot(&s.labels, slot, || (rows.column(), super::vllm::group_of(groups, &s.labels)));
                 if new {
                     st.node = None;
                 }
@@ -406,16 +464,12 @@ impl Engine {
                 if let Some(seen) = seen {
                     seen.slot = slot as u32;
                 }
-                let v = &mut by_labels.entries[slot].1;
+                let column = by_labels.entries[slot].column;
                 for x in &s.samples {
-                    if !is_stale_nan(x.value) && v.last().is_none_or(|l| x.timestamp_ms > l.timestamp_ms) {
-                        v.push(*x);
+                    if !is_stale_nan(x.value) {
+                        rows.put(column, x.timestamp_ms, x.value);
                     }
                 }
-                expire(
-                    v,
-                    st.newest_ms.max(acc.newest).saturating_sub(if w.long { retention } else { short_retention }),
-                );
             }
         }
         let clean = clean && accs.len() == 1;
@@ -432,14 +486,7 @@ impl Engine {
             };
             if a.any_live || a.kept {
                 let mut st = a.st.unwrap_or_default();
-                st.repeat = (clean && a.any_live && order.len() == series.len()).then(|| Repeat {
-                    inputs: order
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, x)| x.info.wire.is_some_and(|w| w.kept))
-                        .map(|(k, _)| k as u32)
-                        .collect(),
-                });
+                st.repeat = (clean && a.any_live && order.len() == series.len()).then(|| Repeat::of(&st, &order));
                 st.order = order;
                 // The schema follows from the families alone, and they
                 // rarely change between scrapes.
@@ -449,6 +496,7 @@ impl Engine {
                     st.detected = schema::detect(&st.families, st.engine_label);
                 }
                 st.newest_ms = st.newest_ms.max(a.newest);
+                st.keep_from(st.newest_ms.saturating_sub(short_retention), st.newest_ms.saturating_sub(retention));
                 st.gone = a.up == Some(false) || (st.gone && !a.any_live && a.up.is_none());
                 if st.node.is_none() {
                     st.node = Some(super::gpu::scan_node(&st));
@@ -458,6 +506,7 @@ impl Engine {
                 st.repeat = None;
                 st.order = order;
                 st.newest_ms = st.newest_ms.max(a.newest);
+                st.keep_from(st.newest_ms.saturating_sub(short_retention), st.newest_ms.saturating_sub(retention));
                 if a.up == Some(false) {
                     st.gone = true;
                 }
@@ -512,42 +561,28 @@ impl Engine {
         if st.repeat.is_none() || st.order.len() != series.len() {
             return None;
         }
-        let mut newest = i64::MIN;
+        // One time for the whole scrape, as a scrape loop stamps it.
+        let newest = first.samples.first()?.timestamp_ms;
         for (s, seen) in series.iter().zip(&st.order) {
             let [x] = s.samples.as_slice() else { return None };
-            if is_stale_nan(x.value) || !seen.labels.as_ref().is_some_and(|l| same_series(l, &s.labels)) {
+            if x.timestamp_ms != newest
+                || is_stale_nan(x.value)
+                || !seen.labels.as_ref().is_some_and(|l| same_series(l, &s.labels))
+            {
                 return None;
             }
-            newest = newest.max(x.timestamp_ms);
         }
         // A repeat: the same live series as the last clean scrape, so the
         // families, schema, node and `up` are what they were.
         let repeat = st.repeat.as_ref()?;
+        if !st.rows.push_row(newest) {
+            return None;
+        }
         #[cfg(test)]
         tests::REPEATS.with(|r| r.set(r.get() + 1));
-        let st_newest = st.newest_ms.max(newest);
-        for &at in &repeat.inputs {
-            let (s, seen) = (&series[at as usize], &mut st.order[at as usize]);
-            let Some(w) = seen.info.wire else { continue };
-            let by_labels = st.series.entry(WireName(w.name)).or_default();
-            // An entry can have moved since (evaluation drops the series
-            // left without samples): then it is looked up again.
-            let (found, new) = by_labels.slot(&s.labels, seen.slot);
-            if new {
-                st.node = None;
-            }
-            seen.slot = found as u32;
-            let v = &mut by_labels.entries[found].1;
-            let x = s.samples[0];
-            if v.last().is_none_or(|l| x.timestamp_ms > l.timestamp_ms) {
-                v.push(x);
-            }
-            expire(v, st_newest.saturating_sub(if w.long { retention } else { short_retention }));
-        }
-        if st.node.is_none() {
-            st.node = Some(super::gpu::scan_node(st));
-        }
-        st.newest_ms = st_newest;
+        st.rows.set_last(repeat.inputs.iter().map(|&(at, column)| (column, series[at as usize].samples[0].value)));
+        st.newest_ms = st.newest_ms.max(newest);
+        st.keep_from(st.newest_ms.saturating_sub(short_retention), st.newest_ms.saturating_sub(retention));
         st.gone = false;
         Some(BTreeMap::from([(key, newest)]))
     }

@@ -14,7 +14,7 @@ thread_local! {
 
 /// Everything ingest keeps of a target that evaluation reads, by
 /// content: the samples within the retention of each input series by
-/// name and labels (older ones go in chunks, at times that may differ),
+/// name and labels (as readers see them: from each one's cutoff on),
 /// the families, schema, node and liveness.
 fn state(e: &Engine) -> Vec<String> {
     let mut out = Vec::new();
@@ -25,10 +25,10 @@ fn state(e: &Engine) -> Vec<String> {
         ));
         for (name, m) in &st.series {
             let keep = if wire(name).is_some_and(|w| w.long) { e.retention_ms() } else { e.short_retention_ms() };
-            for (l, v) in m {
-                let v: Vec<(i64, u64)> = v
-                    .iter()
-                    .filter(|x| x.timestamp_ms >= st.newest_ms - keep)
+            for (l, c) in m {
+                let v: Vec<(i64, u64)> = st
+                    .rows
+                    .samples(c, st.rows.since(st.newest_ms - keep))
                     .map(|x| (x.timestamp_ms, x.value.to_bits()))
                     .collect();
                 out.push(format!("{} {l:?} {v:?}", name.0));
@@ -44,8 +44,8 @@ fn state(e: &Engine) -> Vec<String> {
 /// longer than the retention (so the entries after it move), a stale
 /// marker, a failed scrape (`up 0`, markers for the rest), a scrape
 /// with two samples of a series, and evaluations that trim.
-/// Memory stays bounded: a window never holds more than the retention
-/// and a chunk.
+/// Memory stays bounded: a target never holds more rows than the
+/// retention.
 #[test]
 fn repeats_take_the_shortcut_and_leave_the_state_a_full_ingest_leaves() {
     let names = [
@@ -106,19 +106,16 @@ fn repeats_take_the_shortcut_and_leave_the_state_a_full_ingest_leaves() {
                 .collect();
             let touched = e.ingest(&batch);
             states.push(state(&e));
-            // The retention's samples (1 s apart), plus fewer than a
-            // chunk (16) waiting to go.
+            // The longest retention's rows (1 s apart), no more; a column
+            // per input series and a margin for the next ones.
             for st in e.targets.values() {
-                for (name, m) in &st.series {
-                    let keep =
-                        if wire(name).is_some_and(|w| w.long) { e.retention_ms() } else { e.short_retention_ms() };
-                    for v in m.values() {
-                        assert!(v.len() as i64 <= keep / 1000 + 1 + 16, "{} held {} samples", name.0, v.len());
-                    }
-                }
+                let (rows, stride) = st.rows.shape();
+                assert!(rows as i64 <= e.retention_ms() / 1000 + 1, "{rows} rows held");
+                let columns: usize = st.series.values().map(|m| m.entries.len()).sum();
+                assert!(stride <= columns + columns / 8 + 8, "{stride} values a row for {columns} series");
             }
-            // Seldom enough that chunks of expired samples are dropped
-            // by ingest, not by evaluation's trim.
+            // Seldom enough that expired rows are dropped by ingest, and
+            // series left without samples by evaluation's trim.
             if k % 40 == 0 {
                 for (key, t) in touched {
                     let ev = e.evaluate(&key, t);

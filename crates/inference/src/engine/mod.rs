@@ -3,6 +3,7 @@
 //! emitted so that series whose inputs vanished get a staleness marker.
 //!
 //! * [`ingest`]: a scrape's series into per-target sample windows.
+//! * [`rows`]: how a target's samples are laid out (a row per scrape).
 //! * [`view`]: one target's samples at one time: selection, rates, quantiles.
 //! * [`rates`]: the additive inputs of an engine (or a fleet) and every
 //!   figure derived from them.
@@ -16,6 +17,7 @@ mod fleet;
 mod gpu;
 mod ingest;
 mod rates;
+mod rows;
 mod view;
 mod vllm;
 
@@ -24,7 +26,7 @@ pub use rates::{Measures, Rates};
 pub use view::LabelPairs;
 
 use crate::schema::{self, Schema, Source};
-use crate::window::{Skip, in_window};
+use crate::window::Skip;
 use ingest::TargetState;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use view::View;
@@ -264,15 +266,10 @@ impl Engine {
                     .collect();
                 event = Some(SchemaEvent { target: key.clone(), schema: s, previous: st.schema, missing });
             }
-            let view = View { st, t, w: self.settings.window_ms };
+            let view = View::new(st, t, self.settings.window_ms);
             // A target is live while it is not gone and has a sample in the
             // window: a failed scrape (its markers) does not blank it.
-            let live = !st.gone
-                && st
-                    .series
-                    .values()
-                    .flat_map(|m| m.values())
-                    .any(|v| in_window(v, t, self.settings.window_ms).is_ok());
+            let live = !st.gone && st.rows.any_in(st.rows.between(t - self.settings.window_ms, t));
             if live && let Some(s) = detected {
                 let mut labels = vec![
                     ("instance".into(), key.instance.clone()),

@@ -8,7 +8,7 @@
 //! by the same [`Rates::measures`], so they cannot disagree.
 
 use super::Objectives;
-use super::view::{MaxPri, View, ratio};
+use super::view::{Keep, MaxPri, View, ratio};
 use crate::schema::{self, Input, Schema, Source};
 use crate::window::{Skip, histogram_quantile, share_within};
 use infertel_model::Labels;
@@ -113,7 +113,7 @@ fn add(a: Result<f64, Skip>, b: Result<f64, Skip>) -> Result<f64, Skip> {
 
 impl Rates {
     /// The inputs of the series `keep` selects in `v` (one engine group).
-    pub(crate) fn of(v: &View, keep: &dyn Fn(&Labels) -> bool, schema: Schema) -> Rates {
+    pub(crate) fn of(v: &View, keep: Keep<'_>, schema: Schema) -> Rates {
         let mut r = Rates { engines: 1, v0: schema.is_v0(), ..Rates::default() };
         for (key, input, suffix) in COUNTERS {
             r.counters.insert(key, v.rate(input, suffix, keep));
@@ -176,7 +176,7 @@ impl Rates {
     /// milliseconds as the time to first token, and the KV pool's used
     /// fraction (`nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=
     /// "fraction"}`).
-    fn triton(&mut self, v: &View, keep: &dyn Fn(&Labels) -> bool) {
+    fn triton(&mut self, v: &View, keep: Keep<'_>) {
         let us = |input: &Input| v.rate(input, "", keep).map(|x| x * 1e-6);
         self.counters.insert("requests", v.rate(&schema::TRITON_SUCCESS_IN, "", keep));
         self.counters.insert("e2e", us(&schema::TRITON_DURATION_US));
@@ -186,8 +186,8 @@ impl Rates {
             v.buckets(&schema::TRITON_FIRST_RESPONSE_MS, keep)
                 .map(|b| b.into_iter().map(|(le, r)| (le * 1e-3, r)).collect()),
         );
-        let fraction = |l: &Labels| keep(l) && l.get("kv_cache_block_type") == Some("fraction");
-        match v.gauge(&schema::TRITON_KV_BLOCK_METRICS, &fraction) {
+        let fraction = |l: &Labels| keep.labels(l) && l.get("kv_cache_block_type") == Some("fraction");
+        match v.gauge(&schema::TRITON_KV_BLOCK_METRICS, keep.with(&fraction)) {
             Ok(g) => self.kv.push(g.last),
             Err(e) => self.kv_err = e,
         }

@@ -2,9 +2,10 @@
 //! names picked, series selected by label group, rates, quantiles and gauge
 //! statistics over the window.
 
+use super::by_labels::{ByLabels, Entry};
 use super::ingest::{TargetState, WireName, wire};
 use crate::schema::{Input, Source};
-use crate::window::{Skip, in_window, increase};
+use crate::window::Skip;
 use infertel_model::{Labels, Sample};
 use std::collections::BTreeMap;
 
@@ -91,31 +92,107 @@ pub(crate) fn matches(l: &Labels, group: &LabelPairs, names: &[&str]) -> bool {
     true
 }
 
+/// Which series of an input a figure reads: those of one engine group
+/// (see `vllm::groups`), those a predicate on the label set keeps, or both.
+/// A group is matched by the index each series holds, not by comparing its
+/// labels: the engines' figures select every input series once per group.
+#[derive(Clone, Copy)]
+pub(crate) struct Keep<'k> {
+    group: Option<u32>,
+    pred: Option<&'k dyn Fn(&Labels) -> bool>,
+}
+
+impl<'k> Keep<'k> {
+    pub(crate) const ALL: Keep<'static> = Keep { group: None, pred: None };
+
+    /// The series of engine group `g` (an index into `TargetState::groups`).
+    pub(crate) fn group(g: u32) -> Self {
+        Keep { group: Some(g), pred: None }
+    }
+
+    /// The series `pred` keeps.
+    pub(crate) fn when(pred: &'k dyn Fn(&Labels) -> bool) -> Self {
+        Keep { group: None, pred: Some(pred) }
+    }
+
+    /// The same group, and `pred` instead of this one's predicate (which
+    /// `pred` calls through [`labels`](Self::labels) to add to it).
+    pub(crate) fn with<'p>(self, pred: &'p dyn Fn(&Labels) -> bool) -> Keep<'p>
+    where
+        'k: 'p,
+    {
+        Keep { group: self.group, pred: Some(pred) }
+    }
+
+    /// Whether the predicate keeps `l` (the group aside).
+    pub(crate) fn labels(&self, l: &Labels) -> bool {
+        self.pred.is_none_or(|p| p(l))
+    }
+
+    pub(crate) fn keeps(&self, e: &Entry) -> bool {
+        self.group.is_none_or(|g| e.group == g) && self.labels(&e.labels)
+    }
+}
+
+/// The series of one input a view selected, with their samples in the
+/// window (Prometheus' range: staleness markers are never stored), all in
+/// one buffer.
+pub(crate) struct Selection<'a> {
+    items: Vec<(&'a Entry, std::ops::Range<usize>)>,
+    samples: Vec<Sample>,
+}
+
+impl<'a> Selection<'a> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&'a Labels, &[Sample])> + '_ {
+        self.entries().map(|(e, s)| (&e.labels, s))
+    }
+
+    fn entries(&self) -> impl Iterator<Item = (&'a Entry, &[Sample])> + '_ {
+        self.items.iter().map(|(e, r)| (*e, &self.samples[r.clone()]))
+    }
+}
+
 /// Per-target view at one time.
 pub(crate) struct View<'a> {
     pub(crate) st: &'a TargetState,
     pub(crate) t: i64,
     pub(crate) w: i64,
+    /// What [`pick`](Self::pick) answered, by input and suffix: every
+    /// engine group of a target asks again for the same inputs.
+    picked: std::cell::RefCell<Vec<(*const Input, &'static str, Option<&'static str>)>>,
 }
 
 impl<'a> View<'a> {
+    pub(crate) fn new(st: &'a TargetState, t: i64, w: i64) -> Self {
+        View { st, t, w, picked: Default::default() }
+    }
+
     /// The candidate name this target exposes with the newest sample in the
     /// window (after a version switch the old name stops and the new one
     /// takes over; equal names, the one listed first); a name without a
     /// sample in the window only when none has one.
-    pub(crate) fn pick(&self, input: &Input, suffix: &str) -> Option<&'static str> {
+    pub(crate) fn pick(&self, input: &Input, suffix: &'static str) -> Option<&'static str> {
+        let key = (input as *const Input, suffix);
+        if let Some(&(_, _, found)) = self.picked.borrow().iter().find(|(i, s, _)| (*i, *s) == key) {
+            return found;
+        }
+        let found = self.pick_now(input, suffix);
+        self.picked.borrow_mut().push((key.0, key.1, found));
+        found
+    }
+
+    fn pick_now(&self, input: &Input, suffix: &str) -> Option<&'static str> {
         let mut first = None;
         let mut best: Option<(i64, &'static str)> = None;
         for n in input.names {
             let Some(w) = wire_with_suffix(n, suffix) else { continue };
             let Some(m) = self.st.series.get(&WireName(w)) else { continue };
             first = first.or(Some(w));
-            for s in m.values() {
-                if let Ok(x) = in_window(s, self.t, self.w) {
-                    let newest = x[x.len() - 1].timestamp_ms;
-                    if best.is_none_or(|(b, _)| newest > b) {
-                        best = Some((newest, w));
-                    }
+            for c in m.columns() {
+                if let Some(newest) = self.newest_in_window(m, c)
+                    && best.is_none_or(|(b, _)| newest > b)
+                {
+                    best = Some((newest, w));
                 }
             }
         }
@@ -133,7 +210,7 @@ impl<'a> View<'a> {
         &self,
         input: &Input,
         by: &str,
-        keep: &dyn Fn(&Labels) -> bool,
+        keep: Keep<'_>,
     ) -> Result<BTreeMap<String, f64>, Skip> {
         let name = self.pick(input, "").ok_or(Skip::MissingInput)?;
         let created = crate::schema::CREATED_OF
@@ -143,15 +220,21 @@ impl<'a> View<'a> {
             .flatten();
         let mut deltas: BTreeMap<String, f64> = BTreeMap::new();
         let mut seconds: f64 = 0.0;
-        for (l, s) in self.select(input, "", keep)? {
-            let mut delta = match increase(s) {
+        let m = &self.st.series[&WireName(name)];
+        let rows = self.window_rows(m);
+        let mut any = false;
+        for e in m.entries.iter().filter(|e| keep.keeps(e)) {
+            let Some(increase) = self.st.rows.increase(e.column, rows.clone()) else { continue };
+            any = true;
+            let l = &e.labels;
+            let mut delta = match increase {
                 Ok(i) => {
                     seconds = seconds.max(i.seconds);
                     i.delta
                 }
                 Err(_) => 0.0,
             };
-            let first = s.iter().find(|x| !infertel_model::is_stale_nan(x.value));
+            let first = self.st.rows.first_in(e.column, rows.clone());
             let born = created.and_then(|c| self.created_ms(c, l));
             if let (Some(b), Some(f)) = (born, first)
                 && b >= self.t - self.w
@@ -160,6 +243,9 @@ impl<'a> View<'a> {
                 delta += f.value;
             }
             *deltas.entry(l.get(by).unwrap_or("").to_string()).or_default() += delta;
+        }
+        if !any {
+            return Err(Skip::MissingInput);
         }
         if seconds <= 0.0 {
             return Err(Skip::FirstWindow);
@@ -176,55 +262,105 @@ impl<'a> View<'a> {
             x.as_slice().iter().filter(|y| &*y.name != infertel_model::METRIC_NAME)
         }
         let same = |c: &Labels| but_name(c).eq(but_name(l));
-        let (_, v) = m.into_iter().find(|(c, _)| same(c))?;
-        let last = v.last()?;
+        let (_, c) = m.into_iter().find(|(c, _)| same(c))?;
+        let last = self.last(m, c)?;
         Some((last.value * 1000.0).round() as i64)
     }
 
     pub(crate) fn select(
         &self,
         input: &Input,
-        suffix: &str,
-        keep: &dyn Fn(&Labels) -> bool,
-    ) -> Result<Vec<(&'a Labels, &'a [Sample])>, Skip> {
+        suffix: &'static str,
+        keep: Keep<'_>,
+    ) -> Result<Selection<'a>, Skip> {
         let name = self.pick(input, suffix).ok_or(Skip::MissingInput)?;
-        let mut out = Vec::new();
-        let mut err = Skip::MissingInput;
-        for (l, samples) in &self.st.series[&WireName(name)] {
-            if !keep(l) {
+        let m = &self.st.series[&WireName(name)];
+        let rows = self.window_rows(m);
+        let mut out =
+            Selection { items: Vec::with_capacity(m.entries.len()), samples: Vec::with_capacity(m.entries.len() * rows.len()) };
+        let times = self.st.rows.times_of(rows.clone());
+        for e in &m.entries {
+            if !keep.keeps(e) {
                 continue;
             }
-            match in_window(samples, self.t, self.w) {
-                Ok(s) => out.push((l, s)),
-                Err(e) => err = err.max_pri(e),
+            let from = out.samples.len();
+            self.st.rows.extend_samples(e.column, rows.clone(), &times, &mut out.samples);
+            if out.samples.len() > from {
+                out.items.push((e, from..out.samples.len()));
             }
         }
-        if out.is_empty() { Err(err) } else { Ok(out) }
+        if out.items.is_empty() { Err(Skip::MissingInput) } else { Ok(out) }
+    }
+
+    /// The rows of `m`'s inputs that readers see (see `TargetState::cutoffs`).
+    fn kept(&self, m: &ByLabels) -> std::ops::Range<usize> {
+        self.st.rows.since(if m.long { self.st.cutoffs.1 } else { self.st.cutoffs.0 })
+    }
+
+    /// The rows of the window, `[t - w, t]`, of those kept for `m`.
+    fn window_rows(&self, m: &ByLabels) -> std::ops::Range<usize> {
+        let (kept, win) = (self.kept(m), self.st.rows.between(self.t - self.w, self.t));
+        win.start.max(kept.start)..win.end.max(kept.start)
+    }
+
+    /// Column `c`'s samples in the window, after the newest sample before
+    /// it when one is kept (the value in force at the window's start).
+    pub(crate) fn window_and_before(&self, m: &ByLabels, c: u32) -> (Option<Sample>, Vec<Sample>) {
+        let (kept, win) = (self.kept(m), self.window_rows(m));
+        let before = self.st.rows.newest_before(c, win.start, kept.start);
+        let before = before.and_then(|r| self.st.rows.samples(c, r..r + 1).next());
+        (before, self.st.rows.samples(c, win).collect())
+    }
+
+    /// Every sample of column `c` kept, whatever `t`.
+    pub(crate) fn history(&self, m: &ByLabels, c: u32) -> Vec<Sample> {
+        self.st.rows.samples(c, self.kept(m)).collect()
+    }
+
+    /// Column `c`'s newest sample kept, whatever `t`.
+    fn last(&self, m: &ByLabels, c: u32) -> Option<Sample> {
+        let r = self.st.rows.newest_in(c, self.kept(m))?;
+        self.st.rows.samples(c, r..r + 1).next()
+    }
+
+    /// The time of column `c`'s newest sample in the window.
+    pub(crate) fn newest_in_window(&self, m: &ByLabels, c: u32) -> Option<i64> {
+        self.st.rows.newest_in(c, self.window_rows(m)).map(|r| self.st.rows.time(r))
     }
 
     /// Sum of per-series rates.
-    pub(crate) fn rate(&self, input: &Input, suffix: &str, keep: &dyn Fn(&Labels) -> bool) -> Result<f64, Skip> {
-        let mut sum = 0.0;
-        for (_, s) in self.select(input, suffix, keep)? {
-            sum += increase(s)?.rate();
+    pub(crate) fn rate(&self, input: &Input, suffix: &'static str, keep: Keep<'_>) -> Result<f64, Skip> {
+        let name = self.pick(input, suffix).ok_or(Skip::MissingInput)?;
+        let m = &self.st.series[&WireName(name)];
+        let rows = self.window_rows(m);
+        let mut sum = None;
+        for e in m.entries.iter().filter(|e| keep.keeps(e)) {
+            if let Some(i) = self.st.rows.increase(e.column, rows.clone()) {
+                *sum.get_or_insert(0.0) += i?.rate();
+            }
         }
-        Ok(sum)
+        sum.ok_or(Skip::MissingInput)
     }
 
     /// The bucket rates of histogram `input` (upper bound, rate) over the series `keep` selects.
-    pub(crate) fn buckets(&self, input: &Input, keep: &dyn Fn(&Labels) -> bool) -> Result<Vec<(f64, f64)>, Skip> {
-        let mut buckets = Vec::new();
-        for (l, s) in self.select(input, "_bucket", keep)? {
-            let Some(le) = l.get("le").and_then(parse_le) else {
-                continue;
-            };
-            buckets.push((le, increase(s)?.rate()));
+    pub(crate) fn buckets(&self, input: &Input, keep: Keep<'_>) -> Result<Vec<(f64, f64)>, Skip> {
+        let name = self.pick(input, "_bucket").ok_or(Skip::MissingInput)?;
+        let m = &self.st.series[&WireName(name)];
+        let rows = self.window_rows(m);
+        let mut buckets = Vec::with_capacity(m.entries.len());
+        let mut any = false;
+        for e in m.entries.iter().filter(|e| keep.keeps(e)) {
+            let Some(increase) = self.st.rows.increase(e.column, rows.clone()) else { continue };
+            any = true;
+            if let Some(le) = e.le {
+                buckets.push((le, increase?.rate()));
+            }
         }
-        Ok(buckets)
+        if any { Ok(buckets) } else { Err(Skip::MissingInput) }
     }
 
     /// Gauge: (last, mean, max, min) over the window, summed over series for `last`.
-    pub(crate) fn gauge(&self, input: &Input, keep: &dyn Fn(&Labels) -> bool) -> Result<GaugeStats, Skip> {
+    pub(crate) fn gauge(&self, input: &Input, keep: Keep<'_>) -> Result<GaugeStats, Skip> {
         let sel = self.select(input, "", keep)?;
         let mut g = GaugeStats { last: 0.0, mean: 0.0, max: f64::NEG_INFINITY, min: f64::INFINITY };
         for s in sel.iter().filter_map(|(_, s)| GaugeStats::of(s)) {

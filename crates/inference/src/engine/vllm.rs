@@ -5,10 +5,10 @@
 //! frontend; see `schema.rs`).
 
 use super::rates::{PHASES, QUANTILES, Rates};
-use super::view::{LabelPairs, VLLM_GROUP, View, matches, project, same_str, with};
+use super::view::{Keep, LabelPairs, VLLM_GROUP, View, project, same_str, with};
 use super::{Engine, Out, TargetKey};
 use crate::schema::{self, Schema, Source};
-use crate::window::{Skip, in_window, increase, sustained_above_zero};
+use crate::window::{Skip, increase, sustained_above_zero};
 use infertel_model::Labels;
 use std::collections::BTreeSet;
 
@@ -26,46 +26,70 @@ fn prefixes(schema: Option<Schema>) -> &'static [&'static str] {
     }
 }
 
+/// The identifying labels of a series (those of [`VLLM_GROUP`] it has),
+/// worked out once per series; see [`groups`].
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Group {
+    labels: LabelPairs,
+    /// It has `model` or `model_name`.
+    named: bool,
+}
+
+/// The index of `l`'s group in `groups`, added if new.
+pub(crate) fn group_of(groups: &mut Vec<Group>, l: &Labels) -> u32 {
+    let key = project(l, VLLM_GROUP);
+    // `model` and `model_name` (the projection's 4th and 5th).
+    let named = key[3].is_some() || key[4].is_some();
+    let found = groups.iter().position(|g| {
+        let mut pairs = g.labels.iter();
+        VLLM_GROUP.iter().zip(&key).all(|(n, v)| match v {
+            Some(v) => pairs.next().is_some_and(|(k, x)| k == n && same_str(x, v)),
+            None => true,
+        }) && pairs.next().is_none()
+    });
+    let i = found.unwrap_or_else(|| {
+        let labels = VLLM_GROUP.iter().zip(key).filter_map(|(n, v)| v.map(|v| (n.to_string(), v.to_string()))).collect();
+        groups.push(Group { labels, named });
+        groups.len() - 1
+    });
+    i as u32
+}
+
 /// The engine groups of a target at the view's time: the identifying labels
 /// of every series of its server (`vllm:`, `sglang:`, ...) that names its
 /// model, with a sample in the window.
-pub(crate) fn groups(v: &View) -> BTreeSet<LabelPairs> {
+///
+/// Each with its index in `TargetState::groups` (see [`Keep::group`]), in
+/// the order of their labels.
+pub(crate) fn groups(v: &View) -> Vec<(u32, LabelPairs)> {
     let source = v.st.detected.map(|s| s.source());
     let prefixes = prefixes(v.st.detected);
     // One TGI or llama.cpp server serves one model and names none: the
     // target is the group.
     let unnamed = matches!(source, Some(Source::Tgi | Source::Llamacpp));
-    // Every live series is looked at, so the group of each is compared as
-    // borrowed values against the few groups found so far; only a new group
-    // is copied out.
-    let mut found: Vec<[Option<&str>; 7]> = Vec::new();
+    // Each series knows its group: a group is in once one of its series
+    // has a sample in the window, so most series cost a look at a flag.
+    let mut live = vec![false; v.st.groups.len()];
     for (name, m) in &v.st.series {
         if !prefixes.iter().any(|p| name.starts_with(p)) {
             continue;
         }
-        for (l, s) in m {
-            let key = project(l, VLLM_GROUP);
-            // `model` and `model_name` (the projection's 4th and 5th).
-            if !unnamed && key[3].is_none() && key[4].is_none() {
+        for e in &m.entries {
+            let g = e.group as usize;
+            if live.get(g).is_none_or(|&x| x) || !(unnamed || v.st.groups[g].named) {
                 continue;
             }
-            // Most series belong to a group found already: compared by
-            // address first, as the values of interned labels mostly are.
-            let same = |g: &[Option<&str>; 7]| {
-                g.iter().zip(&key).all(|(a, b)| match (a, b) {
-                    (Some(a), Some(b)) => same_str(a, b),
-                    (a, b) => a.is_none() && b.is_none(),
-                })
-            };
-            if !found.iter().any(same) && in_window(s, v.t, v.w).is_ok() {
-                found.push(key);
+            if v.newest_in_window(m, e.column).is_some() {
+                live[g] = true;
             }
         }
     }
-    found
-        .into_iter()
-        .map(|k| VLLM_GROUP.iter().zip(k).filter_map(|(n, v)| v.map(|v| (n.to_string(), v.to_string()))).collect())
-        .collect()
+    let mut out: Vec<(u32, LabelPairs)> = (v.st.groups.iter().zip(live).enumerate())
+        .filter(|(_, (_, x))| *x)
+        .map(|(i, (g, _))| (i as u32, g.labels.clone()))
+        .collect();
+    out.sort_by(|a, b| a.1.cmp(&b.1));
+    out
 }
 
 /// The extra labels of an emitted measurement: fixed ones, or the
@@ -133,10 +157,8 @@ fn emitted(key: &str) -> Option<(&'static str, Extra<'_>)> {
 impl Engine {
     pub(crate) fn eval_vllm(&self, v: &View, key: &TargetKey, schema: Schema, out: &mut Out) {
         let groups = groups(v);
-        for g in &groups {
-            let gk = g.clone();
-            let keep = move |l: &Labels| matches(l, &gk, VLLM_GROUP);
-            let keep: &dyn Fn(&Labels) -> bool = &keep;
+        for (id, g) in &groups {
+            let keep = Keep::group(*id);
             let rates = Rates::of(v, keep, schema);
             let m = rates.measures(&self.settings.objectives);
             for (k, r) in &m.0 {
@@ -164,9 +186,9 @@ impl Engine {
             let sustained = v.pick(&schema::WAITING, "").is_some_and(|n| {
                 let mut any = false;
                 let all = v.st.series.get(&super::ingest::WireName(n)).is_some_and(|m| {
-                    m.into_iter().filter(|(l, _)| keep(l)).all(|(_, s)| {
+                    m.entries.iter().filter(|e| keep.keeps(e)).all(|e| {
                         any = true;
-                        sustained_above_zero(s, v.t, sc.waiting_sustained_ms)
+                        sustained_above_zero(&v.history(m, e.column), v.t, sc.waiting_sustained_ms)
                     })
                 });
                 any && all
@@ -186,12 +208,12 @@ impl Engine {
     /// seen inside the window counts from its first sample.
     fn eval_http(&self, v: &View, key: &TargetKey, out: &mut Out) {
         let base = vec![("instance".to_string(), key.instance.clone()), ("job".to_string(), key.job.clone())];
-        let Ok(sel) = v.select(&schema::HTTP_REQUESTS, "", &|_| true) else { return };
+        let Ok(sel) = v.select(&schema::HTTP_REQUESTS, "", Keep::ALL) else { return };
         let handlers: BTreeSet<String> = sel.iter().map(|(l, _)| l.get("handler").unwrap_or("").to_string()).collect();
         for h in handlers {
             let hk = h.clone();
             let keep = move |l: &Labels| l.get("handler").unwrap_or("") == hk;
-            let by = v.child_rates(&schema::HTTP_REQUESTS, "status", &keep);
+            let by = v.child_rates(&schema::HTTP_REQUESTS, "status", Keep::when(&keep));
             let all = |by: &std::collections::BTreeMap<String, f64>| by.values().sum::<f64>();
             let r = by.as_ref().map_err(|e| *e).and_then(|by| {
                 let bad: f64 =
@@ -219,14 +241,11 @@ impl Engine {
         if st.gone {
             return None;
         }
-        let v = View { st, t, w: self.settings.window_ms };
+        let v = View::new(st, t, self.settings.window_ms);
         let mut total = Rates::default();
         let mut per_group: Vec<Rates> = groups(&v)
             .into_iter()
-            .map(|g| {
-                let keep = move |l: &Labels| matches(l, &g, VLLM_GROUP);
-                Rates::of(&v, &keep, schema)
-            })
+            .map(|(id, _)| Rates::of(&v, Keep::group(id), schema))
             .collect();
         if schema.source() == Source::Triton {
             // Triton's models include an ensemble's steps (preprocessing, the
@@ -244,9 +263,9 @@ impl Engine {
     }
 
     /// The generation-token rate of a target's engines (those `keep` selects).
-    pub(crate) fn generation_rate(v: &View, keep: &dyn Fn(&Labels) -> bool) -> Result<f64, Skip> {
+    pub(crate) fn generation_rate(v: &View, keep: Keep<'_>) -> Result<f64, Skip> {
         let mut sum = Err(Skip::MissingInput);
-        for (_, s) in v.select(&schema::GENERATION_TOKENS, "", keep)? {
+        for (_, s) in v.select(&schema::GENERATION_TOKENS, "", keep)?.iter() {
             let r = increase(s).map(|i| i.rate());
             sum = match (sum, r) {
                 (Ok(a), Ok(b)) => Ok(a + b),

@@ -131,7 +131,8 @@ impl Rows {
         }
         let i = self.times.partition_point(|&x| x < t);
         if self.times[i] != t {
-            let capacity = if self.times.len() == self.capacity { self.capacity + self.capacity / 4 + 8 } else { self.capacity };
+            let capacity =
+                if self.times.len() == self.capacity { self.capacity + self.capacity / 4 + 8 } else { self.capacity };
             self.relayout(self.stride, capacity, Some(i));
             self.times.insert(i, t);
         }
@@ -409,9 +410,9 @@ mod tests {
             let t = 1_000_000 + k * 1000 + (next() % 7) as i64;
             for (i, &c) in cols.iter().enumerate() {
                 match next() % 40 {
-                    0 => continue,                              // missed scrape
-                    1 => value[i] = (next() % 5) as f64,        // reset
-                    2 if i == 5 => value[i] = f64::NAN,         // a NaN
+                    0 => continue,                                 // missed scrape
+                    1 => value[i] = (next() % 5) as f64,           // reset
+                    2 if i == 5 => value[i] = f64::NAN,            // a NaN
                     _ => value[i] += (next() % 1000) as f64 / 7.0, // fractional
                 }
                 if value[i].is_nan() && next() % 3 == 0 {

@@ -206,12 +206,7 @@ impl<'a> View<'a> {
     /// the window, else from its first sample (so a single sample adds 0 and
     /// does not void the ratio). Rates share one duration, the longest span
     /// of a child, so that their ratios are ratios of increases.
-    pub(crate) fn child_rates(
-        &self,
-        input: &Input,
-        by: &str,
-        keep: Keep<'_>,
-    ) -> Result<BTreeMap<String, f64>, Skip> {
+    pub(crate) fn child_rates(&self, input: &Input, by: &str, keep: Keep<'_>) -> Result<BTreeMap<String, f64>, Skip> {
         let name = self.pick(input, "").ok_or(Skip::MissingInput)?;
         let created = crate::schema::CREATED_OF
             .iter()
@@ -267,17 +262,14 @@ impl<'a> View<'a> {
         Some((last.value * 1000.0).round() as i64)
     }
 
-    pub(crate) fn select(
-        &self,
-        input: &Input,
-        suffix: &'static str,
-        keep: Keep<'_>,
-    ) -> Result<Selection<'a>, Skip> {
+    pub(crate) fn select(&self, input: &Input, suffix: &'static str, keep: Keep<'_>) -> Result<Selection<'a>, Skip> {
         let name = self.pick(input, suffix).ok_or(Skip::MissingInput)?;
         let m = &self.st.series[&WireName(name)];
         let rows = self.window_rows(m);
-        let mut out =
-            Selection { items: Vec::with_capacity(m.entries.len()), samples: Vec::with_capacity(m.entries.len() * rows.len()) };
+        let mut out = Selection {
+            items: Vec::with_capacity(m.entries.len()),
+            samples: Vec::with_capacity(m.entries.len() * rows.len()),
+        };
         let times = self.st.rows.times_of(rows.clone());
         for e in &m.entries {
             if !keep.keeps(e) {

@@ -48,7 +48,8 @@ pub(crate) fn group_of(groups: &mut Vec<Group>, l: &Labels) -> u32 {
         }) && pairs.next().is_none()
     });
     let i = found.unwrap_or_else(|| {
-        let labels = VLLM_GROUP.iter().zip(key).filter_map(|(n, v)| v.map(|v| (n.to_string(), v.to_string()))).collect();
+        let labels =
+            VLLM_GROUP.iter().zip(key).filter_map(|(n, v)| v.map(|v| (n.to_string(), v.to_string()))).collect();
         groups.push(Group { labels, named });
         groups.len() - 1
     });
@@ -243,10 +244,8 @@ impl Engine {
         }
         let v = View::new(st, t, self.settings.window_ms);
         let mut total = Rates::default();
-        let mut per_group: Vec<Rates> = groups(&v)
-            .into_iter()
-            .map(|(id, _)| Rates::of(&v, Keep::group(id), schema))
-            .collect();
+        let mut per_group: Vec<Rates> =
+            groups(&v).into_iter().map(|(id, _)| Rates::of(&v, Keep::group(id), schema)).collect();
         if schema.source() == Source::Triton {
             // Triton's models include an ensemble's steps (preprocessing, the
             // engine, postprocessing): summing them would count a request

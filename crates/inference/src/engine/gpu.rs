@@ -219,10 +219,7 @@ impl Engine {
             .iter()
             .filter(|(_, st)| st.detected.is_some_and(|s| s.engine_derived()) && !st.gone)
             .filter(move |(_, st)| target_node(st, &self.settings) == *node)
-            .filter(move |(_, st)| {
-                let v = View::new(st, t, self.settings.window_ms);
-                v.select(&schema::GENERATION_TOKENS, "", Keep::ALL).is_ok()
-            })
+            .filter(move |(_, st)| View::new(st, t, self.settings.window_ms).live(&schema::GENERATION_TOKENS))
     }
 
     /// The GPUs that serve target `key` under the configured join.

@@ -322,6 +322,11 @@ impl Rows {
         })
     }
 
+    /// Rows kept.
+    pub(crate) fn len(&self) -> usize {
+        self.times.len()
+    }
+
     /// The time of row `r`.
     pub(crate) fn time(&self, r: usize) -> i64 {
         self.times[r]

@@ -5,9 +5,10 @@
 use super::by_labels::{ByLabels, Entry};
 use super::ingest::{TargetState, WireName, wire};
 use crate::schema::{Input, Source};
-use crate::window::Skip;
+use crate::window::{Increase, Skip};
 use infertel_model::{Labels, Sample};
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 pub type LabelPairs = Vec<(String, String)>;
 
@@ -144,13 +145,12 @@ pub(crate) struct Selection<'a> {
 
 impl<'a> Selection<'a> {
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&'a Labels, &[Sample])> + '_ {
-        self.entries().map(|(e, s)| (&e.labels, s))
-    }
-
-    fn entries(&self) -> impl Iterator<Item = (&'a Entry, &[Sample])> + '_ {
-        self.items.iter().map(|(e, r)| (*e, &self.samples[r.clone()]))
+        self.items.iter().map(|(e, r)| (&e.labels, &self.samples[r.clone()]))
     }
 }
+
+/// Each series a view selected, with its increase over the window.
+pub(crate) type Increases<'a> = Vec<(&'a Entry, Result<Increase, Skip>)>;
 
 /// Per-target view at one time.
 pub(crate) struct View<'a> {
@@ -160,11 +160,15 @@ pub(crate) struct View<'a> {
     /// What [`pick`](Self::pick) answered, by input and suffix: every
     /// engine group of a target asks again for the same inputs.
     picked: std::cell::RefCell<Vec<(*const Input, &'static str, Option<&'static str>)>>,
+    /// The rows of the window, `[t - w, t]`, and where the rows kept for
+    /// the inputs kept for the window and for the longer ones start (see
+    /// `TargetState::cutoffs`): found once, read for every series.
+    rows: std::cell::OnceCell<(Range<usize>, usize, usize)>,
 }
 
 impl<'a> View<'a> {
     pub(crate) fn new(st: &'a TargetState, t: i64, w: i64) -> Self {
-        View { st, t, w, picked: Default::default() }
+        View { st, t, w, picked: Default::default(), rows: Default::default() }
     }
 
     /// The candidate name this target exposes with the newest sample in the
@@ -215,12 +219,8 @@ impl<'a> View<'a> {
             .flatten();
         let mut deltas: BTreeMap<String, f64> = BTreeMap::new();
         let mut seconds: f64 = 0.0;
-        let m = &self.st.series[&WireName(name)];
-        let rows = self.window_rows(m);
-        let mut any = false;
-        for e in m.entries.iter().filter(|e| keep.keeps(e)) {
-            let Some(increase) = self.st.rows.increase(e.column, rows.clone()) else { continue };
-            any = true;
+        let rows = self.window_rows(&self.st.series[&WireName(name)]);
+        for (e, increase) in self.increases(input, "", keep)? {
             let l = &e.labels;
             let mut delta = match increase {
                 Ok(i) => {
@@ -238,9 +238,6 @@ impl<'a> View<'a> {
                 delta += f.value;
             }
             *deltas.entry(l.get(by).unwrap_or("").to_string()).or_default() += delta;
-        }
-        if !any {
-            return Err(Skip::MissingInput);
         }
         if seconds <= 0.0 {
             return Err(Skip::FirstWindow);
@@ -284,15 +281,46 @@ impl<'a> View<'a> {
         if out.items.is_empty() { Err(Skip::MissingInput) } else { Ok(out) }
     }
 
+    fn rows(&self) -> &(Range<usize>, usize, usize) {
+        self.rows.get_or_init(|| {
+            let r = &self.st.rows;
+            let (short, long) = self.st.cutoffs;
+            (r.between(self.t - self.w, self.t), r.since(short).start, r.since(long).start)
+        })
+    }
+
     /// The rows of `m`'s inputs that readers see (see `TargetState::cutoffs`).
-    fn kept(&self, m: &ByLabels) -> std::ops::Range<usize> {
-        self.st.rows.since(if m.long { self.st.cutoffs.1 } else { self.st.cutoffs.0 })
+    fn kept(&self, m: &ByLabels) -> Range<usize> {
+        let &(_, short, long) = self.rows();
+        (if m.long { long } else { short })..self.st.rows.len()
     }
 
     /// The rows of the window, `[t - w, t]`, of those kept for `m`.
-    fn window_rows(&self, m: &ByLabels) -> std::ops::Range<usize> {
-        let (kept, win) = (self.kept(m), self.st.rows.between(self.t - self.w, self.t));
+    fn window_rows(&self, m: &ByLabels) -> Range<usize> {
+        let (kept, win) = (self.kept(m), &self.rows().0);
         win.start.max(kept.start)..win.end.max(kept.start)
+    }
+
+    /// The increase over the window of each series of `input` (+ `suffix`)
+    /// that `keep` keeps and that has a sample in the window, in entry
+    /// order; `MissingInput` when there is none.
+    pub(crate) fn increases(&self, input: &Input, suffix: &'static str, keep: Keep<'_>) -> Result<Increases<'a>, Skip> {
+        let name = self.pick(input, suffix).ok_or(Skip::MissingInput)?;
+        let m = &self.st.series[&WireName(name)];
+        let rows = self.window_rows(m);
+        let out: Vec<_> = (m.entries.iter().filter(|e| keep.keeps(e)))
+            .filter_map(|e| Some((e, self.st.rows.increase(e.column, rows.clone())?)))
+            .collect();
+        if out.is_empty() { Err(Skip::MissingInput) } else { Ok(out) }
+    }
+
+    /// Whether a series of `input` has a sample in the window (what makes
+    /// [`select`](Self::select) succeed), without reading the samples.
+    pub(crate) fn live(&self, input: &Input) -> bool {
+        self.pick(input, "").and_then(|n| self.st.series.get(&WireName(n))).is_some_and(|m| {
+            let rows = self.window_rows(m);
+            m.columns().any(|c| self.st.rows.newest_in(c, rows.clone()).is_some())
+        })
     }
 
     /// Column `c`'s samples in the window, after the newest sample before
@@ -322,33 +350,22 @@ impl<'a> View<'a> {
 
     /// Sum of per-series rates.
     pub(crate) fn rate(&self, input: &Input, suffix: &'static str, keep: Keep<'_>) -> Result<f64, Skip> {
-        let name = self.pick(input, suffix).ok_or(Skip::MissingInput)?;
-        let m = &self.st.series[&WireName(name)];
-        let rows = self.window_rows(m);
-        let mut sum = None;
-        for e in m.entries.iter().filter(|e| keep.keeps(e)) {
-            if let Some(i) = self.st.rows.increase(e.column, rows.clone()) {
-                *sum.get_or_insert(0.0) += i?.rate();
-            }
+        let mut sum = 0.0;
+        for (_, i) in self.increases(input, suffix, keep)? {
+            sum += i?.rate();
         }
-        sum.ok_or(Skip::MissingInput)
+        Ok(sum)
     }
 
     /// The bucket rates of histogram `input` (upper bound, rate) over the series `keep` selects.
     pub(crate) fn buckets(&self, input: &Input, keep: Keep<'_>) -> Result<Vec<(f64, f64)>, Skip> {
-        let name = self.pick(input, "_bucket").ok_or(Skip::MissingInput)?;
-        let m = &self.st.series[&WireName(name)];
-        let rows = self.window_rows(m);
-        let mut buckets = Vec::with_capacity(m.entries.len());
-        let mut any = false;
-        for e in m.entries.iter().filter(|e| keep.keeps(e)) {
-            let Some(increase) = self.st.rows.increase(e.column, rows.clone()) else { continue };
-            any = true;
+        let mut buckets = Vec::new();
+        for (e, increase) in self.increases(input, "_bucket", keep)? {
             if let Some(le) = e.le {
                 buckets.push((le, increase?.rate()));
             }
         }
-        if any { Ok(buckets) } else { Err(Skip::MissingInput) }
+        Ok(buckets)
     }
 
     /// Gauge: (last, mean, max, min) over the window, summed over series for `last`.

@@ -8,7 +8,7 @@ use super::rates::{PHASES, QUANTILES, Rates};
 use super::view::{Keep, LabelPairs, VLLM_GROUP, View, project, same_str, with};
 use super::{Engine, Out, TargetKey};
 use crate::schema::{self, Schema, Source};
-use crate::window::{Skip, increase, sustained_above_zero};
+use crate::window::{Skip, sustained_above_zero};
 use infertel_model::Labels;
 use std::collections::BTreeSet;
 
@@ -264,8 +264,8 @@ impl Engine {
     /// The generation-token rate of a target's engines (those `keep` selects).
     pub(crate) fn generation_rate(v: &View, keep: Keep<'_>) -> Result<f64, Skip> {
         let mut sum = Err(Skip::MissingInput);
-        for (_, s) in v.select(&schema::GENERATION_TOKENS, "", keep)?.iter() {
-            let r = increase(s).map(|i| i.rate());
+        for (_, i) in v.increases(&schema::GENERATION_TOKENS, "", keep)? {
+            let r = i.map(|i| i.rate());
             sum = match (sum, r) {
                 (Ok(a), Ok(b)) => Ok(a + b),
                 (Err(_), Ok(b)) => Ok(b),

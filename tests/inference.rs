@@ -183,6 +183,59 @@ fn derived_ratios_and_quantiles_equal_prometheus_on_the_same_samples() {
     assert!((ours("infertel_generation_tokens_per_second", None) - r).abs() <= 1e-9 * r);
 }
 
+/// Counters that reset and hold a NaN between the window's ends: the
+/// rates equal a real Prometheus' on the same samples bit for bit. Samples
+/// sit at both ends of the range, so Prometheus 2.x does not extrapolate
+/// and its `rate` is its own increase arithmetic (last minus first, plus the
+/// value before each reset, in order) over the range's seconds, which ours
+/// must repeat exactly; a NaN in between is no reset to either.
+#[test]
+fn rates_over_resets_and_a_nan_equal_prometheus_bit_for_bit() {
+    let prom = Prometheus::start("");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let t0 = (now - 300_000) / 1000 * 1000;
+    let key = TargetKey { job: "vllm".into(), instance: "10.0.1.23:8000".into() };
+    let mut engine = Engine::new(Settings { window_ms: 60_000, ..Settings::default() });
+    // Fractional counts (a token counter as a float), a restart between the
+    // second and third scrape, and a NaN in the fourth for generation.
+    let generation = [1_000.25, 1_500.5, 120.125, f64::NAN, 900.7];
+    let prompt = [5_000.1, 5_333.3, 17.9, 250.3, 777.7];
+    let mut all = Vec::new();
+    for i in 0..5 {
+        let t = t0 + 15_000 * i as i64;
+        let mut s = series_from_text(
+            &article::vllm(VllmState { step: i as f64 / 4.0, ..Default::default() }),
+            t,
+            &key.job,
+            &key.instance,
+        )
+        .unwrap();
+        for x in &mut s {
+            let v = match x.labels.get("__name__") {
+                Some("vllm:generation_tokens_total") => generation[i],
+                Some("vllm:prompt_tokens_total") => prompt[i],
+                _ => continue,
+            };
+            x.samples[0].value = v;
+        }
+        engine.ingest(&s);
+        all.extend(s);
+    }
+    post_remote_write(&prom.write_url(), &all);
+    let t = t0 + 60_000;
+    let ev = engine.evaluate(&key, t);
+    let ours = |name: &str| {
+        ev.derived.iter().find(|d| d.name == name).unwrap_or_else(|| panic!("{name}: {:?}", ev.skipped)).value
+    };
+    for (name, q) in [
+        ("infertel_generation_tokens_per_second", "rate(vllm:generation_tokens_total[60s])"),
+        ("infertel_prompt_tokens_per_second", "rate(vllm:prompt_tokens_total[60s])"),
+    ] {
+        let (mine, theirs) = (ours(name), query_at(&prom, q, t));
+        assert_eq!(mine.to_bits(), theirs.to_bits(), "{q}: infertel {mine} vs prometheus {theirs}");
+    }
+}
+
 fn simulate(concurrency: &str) -> (Proc, String, String) {
     let (v, d) = (free_port(), free_port());
     let dir = std::env::temp_dir();

@@ -581,7 +581,7 @@ fn documented_differences_from_promql_pinned() {
         for x in &s.samples {
             e.ingest(&[Series { labels: s.labels.clone(), samples: infertel_model::samples![*x] }]);
         }
-        let key = TargetKey { job: "vllm".into(), instance: s.labels.get("instance").unwrap().to_string() };
+        let key = TargetKey { job: "vllm".into(), instance: s.labels.get("instance").unwrap().into() };
         e.evaluate(&key, t).derived.iter().find(|d| d.name == "infertel_generation_tokens_per_second").unwrap().value
     };
     let close = |a: f64, b: f64, what: &str| assert!((a - b).abs() < 1e-9, "{what}: {a} vs {b}");

@@ -43,5 +43,34 @@ fn vanished_targets_are_forgotten_after_the_retention() {
     assert!(kept >= 2, "the long-lived target and the current pod are kept: {kept}");
     assert!(kept <= 9, "only targets seen within the retention are kept: {kept}");
     // The long-lived target is still there.
-    assert!(e.targets().any(|k| k.instance == "10.9.9.9:8000"));
+    assert!(e.targets().any(|k| &*k.instance == "10.9.9.9:8000"));
+}
+
+/// Looking for vanished targets reads every target's state, so it runs once
+/// per second of scrape time, not per batch; a vanished target is still
+/// forgotten within a second of its retention running out, whatever the
+/// other targets' scrape times (jittered, several per second).
+#[test]
+fn a_vanished_target_is_forgotten_within_a_second_of_its_retention() {
+    let mut e = Engine::new(Settings::default());
+    let retention = 180_000; // window 1m, waiting_sustained 2m, + 60 s
+    let gone_at = 10_037;
+    e.ingest(&scrape("10.0.0.1:8000", gone_at));
+    // Three targets scraped every second, each with its own offset and a
+    // few ms of jitter, as scrape loops stamp them.
+    let mut forgotten = None;
+    for s in 0..200 {
+        for (k, offset) in [(2, 113), (3, 521), (4, 877)] {
+            let t = s * 1000 + offset + (s * 7 + k * 3) % 11;
+            e.ingest(&scrape(&format!("10.0.0.{k}:8000"), t));
+            let kept = e.targets().any(|x| &*x.instance == "10.0.0.1:8000");
+            if t - gone_at <= retention {
+                assert!(kept, "forgotten at {t}, within its retention");
+            } else if !kept && forgotten.is_none() {
+                forgotten = Some(t);
+            }
+        }
+    }
+    let f = forgotten.expect("the vanished target is forgotten");
+    assert!(f - gone_at - retention <= 1000, "forgotten {} ms after its retention", f - gone_at - retention);
 }

@@ -8,7 +8,7 @@
 //! measure what that processor costs; `--targets T` rotates over T targets
 //! without it (each keeps its own series cache, as in the agent). With
 //! `--report` each scrape also carries `up` and the four `scrape_*` series,
-//! their label sets built anew each time, as the receiver builds them.
+//! their label sets built once per target, as the scrape loop keeps them.
 
 use infertel_model::Batch;
 use infertel_model::Labels;
@@ -64,6 +64,10 @@ fn main() {
         })
         .collect();
     let mut caches: Vec<SeriesCache> = targets.iter().map(|_| SeriesCache::default()).collect();
+    let reports: Vec<Vec<Labels>> = targets
+        .iter()
+        .map(|t| REPORT_SERIES.iter().map(|name| report_labels(name, &t.labels, &[])).collect())
+        .collect();
     let report = args.iter().any(|a| a == "--report");
     let mut rb = RequestBuilder::new(3_000_000, false, vec![]);
     let mut total = 0usize;
@@ -75,9 +79,9 @@ fn main() {
         build_series(BODY, None, now_ms, &targets[k], &j, &mut caches[k], &mut series, &mut md, false)
             .expect("fixture");
         if report {
-            for name in REPORT_SERIES {
+            for labels in &reports[k] {
                 series.push(infertel_model::Series {
-                    labels: report_labels(name, &targets[k].labels, &[]),
+                    labels: labels.clone(),
                     samples: infertel_model::samples![infertel_model::Sample { timestamp_ms: now_ms, value: 1.0 }],
                 });
             }

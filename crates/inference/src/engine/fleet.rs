@@ -42,7 +42,7 @@ fn gpu_measures(m: &mut Measures, gpus: &[&Gpu], t: i64, w: i64, mb: &MemoryBoun
         let v: Vec<f64> = gpus.iter().filter_map(|g| g.mean(input, t, w)).collect();
         (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
     };
-    let put = |m: &mut Measures, k: &str, v: Option<f64>| {
+    let put = |m: &mut Measures, k: &'static str, v: Option<f64>| {
         if let Some(v) = v {
             m.put(k, Ok(v));
         }

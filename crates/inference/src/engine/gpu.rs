@@ -236,7 +236,7 @@ impl Engine {
             }
             Join::Pod => all.into_iter().filter(|g| g.pods.iter().any(|p| pods.contains(p))).collect(),
             Join::Map(map) => {
-                let uuids = map.get(&key.instance).cloned().unwrap_or_default();
+                let uuids = map.get(&*key.instance).cloned().unwrap_or_default();
                 all.into_iter().filter(|g| uuids.contains(&g.id)).collect()
             }
         }
@@ -312,12 +312,12 @@ impl Engine {
                 }
             }
             Join::Map(map) => {
-                if !map.contains_key(&key.instance) {
+                if !map.contains_key(&*key.instance) {
                     out.skipped.push((NAME, Skip::MissingInput));
                     return;
                 }
                 let rate = Self::generation_rate(v, Keep::ALL);
-                jobs.push((vec![("instance".into(), key.instance.clone())], rate, self.serving_gpus(key, t)));
+                jobs.push((vec![("instance".into(), key.instance.to_string())], rate, self.serving_gpus(key, t)));
             }
         }
         for (labels, tokens, gpus) in jobs {

@@ -28,7 +28,8 @@ pub use view::LabelPairs;
 use crate::schema::{self, Schema, Source};
 use crate::window::Skip;
 use ingest::TargetState;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use view::View;
 
 /// How GPUs are matched to the vLLM instances they serve (`join`).
@@ -111,11 +112,62 @@ impl Default for Settings {
     }
 }
 
-/// A scraped target.
+/// A scraped target. Shared strings: every batch names the targets it
+/// touched, and a copy costs no allocation.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TargetKey {
-    pub job: String,
-    pub instance: String,
+    pub job: Arc<str>,
+    pub instance: Arc<str>,
+}
+
+impl TargetKey {
+    pub fn new(job: &str, instance: &str) -> TargetKey {
+        TargetKey { job: job.into(), instance: instance.into() }
+    }
+}
+
+/// A target's key as borrowed strings, to find its state without building
+/// a key (see the `Borrow` impl below); ordered as [`TargetKey`] is.
+pub(crate) trait KeyRef {
+    fn parts(&self) -> (&str, &str);
+}
+
+impl KeyRef for TargetKey {
+    fn parts(&self) -> (&str, &str) {
+        (&self.job, &self.instance)
+    }
+}
+
+impl KeyRef for (&str, &str) {
+    fn parts(&self) -> (&str, &str) {
+        (self.0, self.1)
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn KeyRef + 'a> for TargetKey {
+    fn borrow(&self) -> &(dyn KeyRef + 'a) {
+        self
+    }
+}
+
+impl PartialEq for dyn KeyRef + '_ {
+    fn eq(&self, o: &Self) -> bool {
+        self.parts() == o.parts()
+    }
+}
+
+impl Eq for dyn KeyRef + '_ {}
+
+impl PartialOrd for dyn KeyRef + '_ {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl Ord for dyn KeyRef + '_ {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.parts().cmp(&o.parts())
+    }
 }
 
 impl std::fmt::Display for TargetKey {
@@ -159,11 +211,24 @@ pub struct Evaluation {
     pub schema_event: Option<SchemaEvent>,
 }
 
+/// The series an evaluation of a target emitted, to mark those the next one
+/// does not emit stale: (hash of name and labels, name, labels). A series
+/// emitted again keeps its entry, so a steady target's evaluation copies no
+/// labels for it.
+type Emitted = hashbrown::HashTable<(u64, &'static str, LabelPairs)>;
+
+fn emitted_hash(name: &str, labels: &LabelPairs) -> u64 {
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one((name, labels))
+}
+
 #[derive(Clone)]
 pub struct Engine {
     pub settings: Settings,
     pub(crate) targets: BTreeMap<TargetKey, TargetState>,
-    emitted: HashMap<TargetKey, BTreeSet<(&'static str, LabelPairs)>>,
+    emitted: HashMap<TargetKey, Emitted>,
+    /// The newest scrape time when vanished targets were last looked for.
+    swept_ms: i64,
 }
 
 /// Collects derived values and skip reasons during one evaluation.
@@ -174,6 +239,22 @@ pub(crate) struct Out {
 }
 
 impl Out {
+    /// As [`Out::put`], with `base` and `extra` as the labels, built only
+    /// when the value is emitted: most figures skipped would otherwise copy
+    /// their engine's labels only to drop them.
+    pub(crate) fn put_with(
+        &mut self,
+        name: &'static str,
+        base: &[(String, String)],
+        extra: &[(&str, &str)],
+        v: Result<f64, Skip>,
+    ) -> Option<f64> {
+        match v {
+            Ok(x) if x.is_finite() => self.put(name, view::with_extra(base, extra), v),
+            _ => self.put(name, LabelPairs::new(), v),
+        }
+    }
+
     pub(crate) fn put(&mut self, name: &'static str, labels: LabelPairs, v: Result<f64, Skip>) -> Option<f64> {
         match v {
             Ok(x) if x.is_finite() => {
@@ -194,7 +275,7 @@ impl Out {
 
 impl Engine {
     pub fn new(settings: Settings) -> Self {
-        Engine { settings, targets: BTreeMap::new(), emitted: HashMap::new() }
+        Engine { settings, targets: BTreeMap::new(), emitted: HashMap::new(), swept_ms: i64::MIN }
     }
 
     /// How long the samples of the longest-kept inputs are kept, and so how
@@ -272,8 +353,8 @@ impl Engine {
             let live = !st.gone && st.rows.any_in(st.rows.between(t - self.settings.window_ms, t));
             if live && let Some(s) = detected {
                 let mut labels = vec![
-                    ("instance".into(), key.instance.clone()),
-                    ("job".into(), key.job.clone()),
+                    ("instance".into(), key.instance.to_string()),
+                    ("job".into(), key.job.to_string()),
                     ("schema".into(), s.as_str().to_string()),
                 ];
                 if let Some(server) = s.source().inference_server() {
@@ -319,10 +400,23 @@ impl Engine {
         {
             st.schema = Some(e.schema);
         }
-        let now: BTreeSet<(&'static str, LabelPairs)> =
-            out.derived.iter().map(|d| (d.name, d.labels.clone())).collect();
-        let prev = self.emitted.insert(key.clone(), now.clone()).unwrap_or_default();
-        let stale = prev.difference(&now).cloned().collect();
+        let mut prev = self.emitted.remove(key).unwrap_or_default();
+        let mut now = Emitted::with_capacity(out.derived.len());
+        for d in &out.derived {
+            let h = emitted_hash(d.name, &d.labels);
+            let same = |e: &(u64, &'static str, LabelPairs)| e.1 == d.name && e.2 == d.labels;
+            if now.find(h, same).is_some() {
+                continue;
+            }
+            let entry = match prev.find_entry(h, same) {
+                Ok(e) => e.remove().0,
+                Err(_) => (h, d.name, d.labels.clone()),
+            };
+            now.insert_unique(h, entry, |e| e.0);
+        }
+        let mut stale: Vec<(&'static str, LabelPairs)> = prev.into_iter().map(|(_, n, l)| (n, l)).collect();
+        stale.sort_unstable();
+        self.emitted.insert(key.clone(), now);
         Evaluation { at_ms: t, derived: out.derived, stale, skipped: out.skipped, schema_event: event }
     }
 }

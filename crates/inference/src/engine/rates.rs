@@ -12,6 +12,7 @@ use super::view::{Keep, MaxPri, View, ratio};
 use crate::schema::{self, Input, Schema, Source};
 use crate::window::{Skip, histogram_quantile, share_within};
 use infertel_model::Labels;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// Counters read as rates: (key, input, suffix).
@@ -49,6 +50,65 @@ pub const PHASES: [&str; 5] = ["queue", "prefill", "decode", "inference", "e2e"]
 
 /// The quantiles derived from each latency histogram, and their key suffix.
 pub const QUANTILES: [(f64, &str, &str); 3] = [(0.5, "0.5", "p50"), (0.95, "0.95", "p95"), (0.99, "0.99", "p99")];
+
+// Measurement keys spelled out, so that computing them allocates nothing
+// (an evaluation puts about 90 per engine); `keys_are_spelled_as_built`
+// checks them against the patterns they follow.
+
+/// `request_{phase}_seconds_mean`, in the order of [`PHASES`].
+const PHASE_KEYS: [&str; 5] = [
+    "request_queue_seconds_mean",
+    "request_prefill_seconds_mean",
+    "request_decode_seconds_mean",
+    "request_inference_seconds_mean",
+    "request_e2e_seconds_mean",
+];
+
+/// `{histogram}_seconds_{p50,p95,p99}`, in the order of [`QUANTILES`].
+const QUANTILE_KEYS: [(&str, [&str; 3]); 3] = [
+    ("ttft", ["ttft_seconds_p50", "ttft_seconds_p95", "ttft_seconds_p99"]),
+    ("itl", ["itl_seconds_p50", "itl_seconds_p95", "itl_seconds_p99"]),
+    ("e2e", ["e2e_seconds_p50", "e2e_seconds_p95", "e2e_seconds_p99"]),
+];
+
+/// The keys of a latency objective `{obj}`: `slo_{obj}_measured`,
+/// `headroom_{obj}`, `slo_{obj}_share_lower`, `slo_{obj}_share_upper`,
+/// `slo_{obj}_bucket_lower`, `slo_{obj}_bucket_upper`, `slo_{obj}_ok`.
+struct ObjectiveKeys {
+    /// The objective the keys spell (read by the test of the spellings).
+    #[cfg_attr(not(test), allow(dead_code))]
+    obj: &'static str,
+    measured: &'static str,
+    headroom: &'static str,
+    share_lower: &'static str,
+    share_upper: &'static str,
+    bucket_lower: &'static str,
+    bucket_upper: &'static str,
+    ok: &'static str,
+}
+
+const OBJECTIVE_KEYS: [ObjectiveKeys; 2] = [
+    ObjectiveKeys {
+        obj: "ttft_p95",
+        measured: "slo_ttft_p95_measured",
+        headroom: "headroom_ttft_p95",
+        share_lower: "slo_ttft_p95_share_lower",
+        share_upper: "slo_ttft_p95_share_upper",
+        bucket_lower: "slo_ttft_p95_bucket_lower",
+        bucket_upper: "slo_ttft_p95_bucket_upper",
+        ok: "slo_ttft_p95_ok",
+    },
+    ObjectiveKeys {
+        obj: "itl_p95",
+        measured: "slo_itl_p95_measured",
+        headroom: "headroom_itl_p95",
+        share_lower: "slo_itl_p95_share_lower",
+        share_upper: "slo_itl_p95_share_upper",
+        bucket_lower: "slo_itl_p95_bucket_lower",
+        bucket_upper: "slo_itl_p95_bucket_upper",
+        ok: "slo_itl_p95_ok",
+    },
+];
 
 /// Bucket rates (upper bound, rate) of one histogram, or why there are none.
 type Buckets = Result<Vec<(f64, f64)>, Skip>;
@@ -309,13 +369,13 @@ impl Rates {
         m.put("prompt_tokens_per_second", c("prompt"));
         let requests = c("requests");
         let requests_all = cr("requests");
-        for p in PHASES {
-            m.put(&format!("request_{p}_seconds_mean"), ratio(cr(p), requests_all));
+        for (p, key) in PHASES.into_iter().zip(PHASE_KEYS) {
+            m.put(key, ratio(cr(p), requests_all));
         }
         m.put("decode_share", ratio(cr("decode"), cr("e2e")));
-        for (key, name) in [("ttft", "ttft"), ("itl", "itl"), ("e2e", "e2e")] {
-            for (q, _, suffix) in QUANTILES {
-                m.put(&format!("{name}_seconds_{suffix}"), self.quantile(key, q));
+        for (key, names) in QUANTILE_KEYS {
+            for ((q, _, _), name) in QUANTILES.into_iter().zip(names) {
+                m.put(name, self.quantile(key, q));
             }
         }
         m.put("tokens_per_iteration", ratio(cr("iteration_sum"), cr("iteration_count")));
@@ -346,7 +406,7 @@ impl Rates {
                     error_abort = Err(Skip::ZeroDenominator);
                 } else {
                     for (reason, x) in by {
-                        m.put(&format!("finished_ratio_{reason}"), Ok(x / total));
+                        m.put(format!("finished_ratio_{reason}"), Ok(x / total));
                     }
                     let ea = by.get("error").copied().unwrap_or(0.0) + by.get("abort").copied().unwrap_or(0.0);
                     error_abort = ratio(Ok(ea), Ok(total));
@@ -371,21 +431,21 @@ impl Rates {
             );
         }
         // Objectives.
-        for (obj, key, target, share_q) in [("ttft_p95", "ttft", o.ttft_p95, 0.95), ("itl_p95", "itl", o.itl_p95, 0.95)]
-        {
+        let [ttft, itl] = &OBJECTIVE_KEYS;
+        for (k, key, target, share_q) in [(ttft, "ttft", o.ttft_p95, 0.95), (itl, "itl", o.itl_p95, 0.95)] {
             let measured = self.quantile(key, 0.95);
-            m.put(&format!("slo_{obj}_measured"), measured);
-            m.put(&format!("headroom_{obj}"), ratio(Ok(target), measured));
+            m.put(k.measured, measured);
+            m.put(k.headroom, ratio(Ok(target), measured));
             let share = self.histogram(key).and_then(|b| share_within(target, b).ok_or(Skip::ZeroDenominator));
             match share {
                 Ok(w) => {
-                    m.put(&format!("slo_{obj}_share_lower"), Ok(w.lower));
-                    m.put(&format!("slo_{obj}_share_upper"), Ok(w.upper));
+                    m.put(k.share_lower, Ok(w.lower));
+                    m.put(k.share_upper, Ok(w.upper));
                     if let Some(b) = w.lower_bound {
-                        m.put(&format!("slo_{obj}_bucket_lower"), Ok(b));
+                        m.put(k.bucket_lower, Ok(b));
                     }
                     if w.upper_bound.is_finite() {
-                        m.put(&format!("slo_{obj}_bucket_upper"), Ok(w.upper_bound));
+                        m.put(k.bucket_upper, Ok(w.upper_bound));
                     }
                     // Decided only where both bounds agree with each other.
                     let ok = if w.lower >= share_q {
@@ -395,9 +455,9 @@ impl Rates {
                     } else {
                         Err(Skip::Indeterminate)
                     };
-                    m.put(&format!("slo_{obj}_ok"), ok);
+                    m.put(k.ok, ok);
                 }
-                Err(e) => m.put(&format!("slo_{obj}_ok"), Err(e)),
+                Err(e) => m.put(k.ok, Err(e)),
             }
         }
         let queue = m.get_result("request_queue_seconds_mean");
@@ -413,16 +473,17 @@ impl Rates {
 /// Figures by measurement key: ratios 0–1, seconds, tokens/s, per minute.
 /// Keys are `report`'s measurement names (`request_decode_seconds_mean`,
 /// `ttft_seconds_p95`, `finished_ratio_length`, `slo_ttft_p95_ok`, ...).
+/// Keys are mostly constants: only `finished_ratio_{reason}` is built.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Measures(pub BTreeMap<String, Result<f64, Skip>>);
+pub struct Measures(pub BTreeMap<Cow<'static, str>, Result<f64, Skip>>);
 
 impl Measures {
-    pub(crate) fn put(&mut self, k: &str, v: Result<f64, Skip>) {
+    pub(crate) fn put(&mut self, k: impl Into<Cow<'static, str>>, v: Result<f64, Skip>) {
         let v = match v {
             Ok(x) if !x.is_finite() => Err(Skip::NonFinite),
             v => v,
         };
-        self.0.insert(k.to_string(), v);
+        self.0.insert(k.into(), v);
     }
 
     pub fn get(&self, k: &str) -> Option<f64> {
@@ -435,6 +496,33 @@ impl Measures {
 
     /// The values that could be computed.
     pub fn values(&self) -> BTreeMap<String, f64> {
-        self.0.iter().filter_map(|(k, v)| v.ok().map(|v| (k.clone(), v))).collect()
+        self.0.iter().filter_map(|(k, v)| v.ok().map(|v| (k.to_string(), v))).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_spelled_as_built() {
+        for (p, k) in PHASES.into_iter().zip(PHASE_KEYS) {
+            assert_eq!(k, format!("request_{p}_seconds_mean"));
+        }
+        for (name, keys) in QUANTILE_KEYS {
+            for ((_, _, suffix), k) in QUANTILES.into_iter().zip(keys) {
+                assert_eq!(k, format!("{name}_seconds_{suffix}"));
+            }
+        }
+        for k in &OBJECTIVE_KEYS {
+            let obj = k.obj;
+            assert_eq!(k.measured, format!("slo_{obj}_measured"));
+            assert_eq!(k.headroom, format!("headroom_{obj}"));
+            assert_eq!(k.share_lower, format!("slo_{obj}_share_lower"));
+            assert_eq!(k.share_upper, format!("slo_{obj}_share_upper"));
+            assert_eq!(k.bucket_lower, format!("slo_{obj}_bucket_lower"));
+            assert_eq!(k.bucket_upper, format!("slo_{obj}_bucket_upper"));
+            assert_eq!(k.ok, format!("slo_{obj}_ok"));
+        }
     }
 }

@@ -184,23 +184,41 @@ impl Rows {
     pub(crate) fn set_last(&mut self, values: impl Iterator<Item = (u32, f64)>) {
         let n = self.times.len();
         let Some(last) = n.checked_sub(1) else { return };
-        let (t, to) = (self.times[last], self.at(last));
-        // A column's previous sample is nearly always in the row before.
-        let before = last.checked_sub(1).map(|r| self.at(r));
+        let (t, to, stride) = (self.times[last], self.at(last), self.stride);
+        // This runs for every input of every scrape, so it works on the two
+        // rows as slices. A column's previous sample is nearly always in the
+        // row before; the others (a series the last scrape missed) look
+        // further back after the loop.
+        let mut further: Vec<(usize, f64)> = Vec::new();
+        let (cur, prev): (&mut [f64], Option<&[f64]>) = match last.checked_sub(1).map(|r| self.at(r)) {
+            Some(b) if b < to => {
+                let (lo, hi) = self.values.split_at_mut(to);
+                (&mut hi[..stride], Some(&lo[b..b + stride]))
+            }
+            Some(b) => {
+                let (lo, hi) = self.values.split_at_mut(b);
+                (&mut lo[to..to + stride], Some(&hi[..stride]))
+            }
+            // The first row: no sample before it, so no reset.
+            None => (&mut self.values[to..to + stride], None),
+        };
         for (c, v) in values {
             let c = c as usize;
-            if c >= self.stride {
-                continue;
-            }
+            let Some(slot) = cur.get_mut(c) else { continue };
             let v = if absent(v) { f64::NAN } else { v };
-            let mut prev = before.map_or(f64::from_bits(ABSENT_BITS), |r| self.values[r + c]);
-            if absent(prev) {
-                prev = self.newest_in(c as u32, 0..last).and_then(|r| self.value(c, r)).unwrap_or(f64::NAN);
+            *slot = v;
+            let Some(prev) = prev else { continue };
+            let p = prev[c];
+            if absent(p) {
+                further.push((c, v));
+            } else if v < p {
+                // False against NaN, as Prometheus' reset test is.
+                self.breaks[c] = t;
             }
-            self.values[to + c] = v;
-            // False against NaN (and so against an absent value), as
-            // Prometheus' reset test is.
-            if v < prev {
+        }
+        for (c, v) in further {
+            let p = self.newest_in(c as u32, 0..last).and_then(|r| self.value(c, r)).unwrap_or(f64::NAN);
+            if v < p {
                 self.breaks[c] = t;
             }
         }
@@ -452,6 +470,73 @@ mod tests {
         }
         assert!(r.head > 0, "the ring wrapped");
         assert!(fast > 1000 && scanned > 1000, "both ways taken: {fast} from the ends, {scanned} scanned");
+    }
+
+    /// A repeated scrape's row written at once (`push_row` + `set_last`, the
+    /// shortcut) holds what the same samples put one by one hold, and
+    /// records the same resets: through missed scrapes (the reset test then
+    /// looks further back than the row before), resets, NaNs, a value with
+    /// the absent bits, and the ring's wrap.
+    #[test]
+    fn a_row_written_at_once_holds_and_records_what_samples_put_one_by_one_do() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut one, mut row) = (Rows::default(), Rows::default());
+        let cols: Vec<u32> = (0..8).map(|_| one.column()).collect();
+        assert_eq!(cols, (0..8).map(|_| row.column()).collect::<Vec<_>>());
+        let mut value = [0.0f64; 8];
+        let mut away = [0i64; 8];
+        let mut back = [false; 8];
+        let mut resets_after_a_gap = 0;
+        for k in 0..500i64 {
+            let t = 5_000_000 + k * 1000 + (next() % 9) as i64;
+            let mut present = Vec::new();
+            for (i, &c) in cols.iter().enumerate() {
+                if away[i] > 0 {
+                    away[i] -= 1;
+                    back[i] = away[i] == 0;
+                    continue;
+                }
+                let returning = std::mem::take(&mut back[i]);
+                match next() % 30 {
+                    0 => {
+                        away[i] = 1 + (next() % 4) as i64; // missing for a few scrapes
+                        continue;
+                    }
+                    // A reset, often right after a gap.
+                    r if r == 1 || returning && r % 3 == 0 => {
+                        value[i] = (next() % 3) as f64;
+                        resets_after_a_gap += returning as usize;
+                    }
+                    2 => value[i] = f64::NAN,
+                    3 => value[i] = f64::from_bits(ABSENT_BITS),
+                    _ => value[i] = if value[i].is_nan() { 1.0 } else { value[i] + (next() % 100) as f64 / 3.0 },
+                }
+                present.push((c, value[i]));
+            }
+            for &(c, v) in &present {
+                one.put(c, t, v);
+            }
+            assert!(row.push_row(t));
+            row.set_last(present.iter().copied());
+            one.expire(t - 90_000);
+            row.expire(t - 90_000);
+            assert_eq!(one.breaks, row.breaks, "resets recorded, scrape {k}");
+            let n = one.times.len();
+            assert_eq!(n, row.times.len());
+            for &c in &cols {
+                let bits =
+                    |r: &Rows| r.samples(c, 0..n).map(|s| (s.timestamp_ms, s.value.to_bits())).collect::<Vec<_>>();
+                assert_eq!(bits(&one), bits(&row), "column {c}, scrape {k}");
+            }
+        }
+        assert!(row.head > 0, "the ring wrapped");
+        assert!(resets_after_a_gap > 5, "{resets_after_a_gap} resets right after a missed scrape");
     }
 
     /// Expiry drops exactly the rows before the cutoff, and the ring keeps

@@ -55,6 +55,13 @@ pub(crate) fn project<'l, const N: usize>(l: &'l Labels, names: &[&str; N]) -> [
     out
 }
 
+/// `base` with `extra` added, sorted, allocated once.
+pub(crate) fn with_extra(base: &[(String, String)], extra: &[(&str, &str)]) -> LabelPairs {
+    let mut v = Vec::with_capacity(base.len() + extra.len());
+    v.extend(base.iter().cloned());
+    with(v, extra)
+}
+
 pub(crate) fn with(mut base: LabelPairs, extra: &[(&str, &str)]) -> LabelPairs {
     for (k, v) in extra {
         base.push((k.to_string(), v.to_string()));

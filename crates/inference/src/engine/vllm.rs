@@ -5,7 +5,7 @@
 //! frontend; see `schema.rs`).
 
 use super::rates::{PHASES, QUANTILES, Rates};
-use super::view::{Keep, LabelPairs, VLLM_GROUP, View, project, same_str, with};
+use super::view::{Keep, LabelPairs, VLLM_GROUP, View, project, same_str};
 use super::{Engine, Out, TargetKey};
 use crate::schema::{self, Schema, Source};
 use crate::window::{Skip, sustained_above_zero};
@@ -179,7 +179,7 @@ impl Engine {
                         &reason
                     }
                 };
-                out.put(name, with(g.clone(), extra), *r);
+                out.put_with(name, g, extra, *r);
             }
             // Scale signal: the KV pool nearly full, or requests waiting the
             // whole of `waiting_sustained`.
@@ -199,7 +199,7 @@ impl Engine {
                 (Err(e), None) => Err(e),
                 _ => Ok(if kv.is_ok_and(|k| k >= sc.kv_cache_usage) || sustained { 1.0 } else { 0.0 }),
             };
-            out.put("infertel_scale_signal", with(g.clone(), &[]), sig);
+            out.put_with("infertel_scale_signal", g, &[], sig);
         }
         self.eval_http(v, key, out);
         self.eval_power(v, key, &groups, out);
@@ -208,7 +208,7 @@ impl Engine {
     /// HTTP errors per handler (no `model_name` on these); a status first
     /// seen inside the window counts from its first sample.
     fn eval_http(&self, v: &View, key: &TargetKey, out: &mut Out) {
-        let base = vec![("instance".to_string(), key.instance.clone()), ("job".to_string(), key.job.clone())];
+        let base = vec![("instance".to_string(), key.instance.to_string()), ("job".to_string(), key.job.to_string())];
         let Ok(sel) = v.select(&schema::HTTP_REQUESTS, "", Keep::ALL) else { return };
         let handlers: BTreeSet<String> = sel.iter().map(|(l, _)| l.get("handler").unwrap_or("").to_string()).collect();
         for h in handlers {
@@ -221,14 +221,15 @@ impl Engine {
                     by.iter().filter(|(s, _)| s.starts_with('4') || s.starts_with('5')).map(|(_, x)| x).sum();
                 super::view::ratio(Ok(bad), Ok(all(by)))
             });
-            out.put("infertel_http_error_ratio", with(base.clone(), &[("handler", &h)]), r);
+            out.put_with("infertel_http_error_ratio", &base, &[("handler", &h)], r);
             // Client disconnects, where something records them as 499.
             if let Ok(by) = &by
                 && let Some(aborts) = by.get("499")
             {
-                out.put(
+                out.put_with(
                     "infertel_http_client_abort_ratio",
-                    with(base.clone(), &[("handler", &h)]),
+                    &base,
+                    &[("handler", &h)],
                     super::view::ratio(Ok(*aborts), Ok(all(by))),
                 );
             }

@@ -163,8 +163,8 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
     let targets: Vec<TargetInfo> = keys
         .iter()
         .map(|k| TargetInfo {
-            job: k.job.clone(),
-            instance: k.instance.clone(),
+            job: k.job.to_string(),
+            instance: k.instance.to_string(),
             schema: engine.schema(k).map(|s| s.as_str().to_string()),
             inference_server: engine.schema(k).and_then(|s| s.source().inference_server()).map(str::to_string),
         })
@@ -191,8 +191,8 @@ pub fn build(engine: &mut Engine, end_ms: i64) -> Report {
         .rows
         .iter()
         .map(|r| Instance {
-            job: r.target.job.clone(),
-            instance: r.target.instance.clone(),
+            job: r.target.job.to_string(),
+            instance: r.target.instance.to_string(),
             inference_server: r.server.map(str::to_string),
             engines: r.engines,
             measurements: r.measures.values(),

@@ -866,10 +866,17 @@ impl<D: Deliver> SendingQueue<D> {
             self.push(0, Item { batch, naming });
             return;
         }
-        let mut parts: Vec<Vec<Series>> = (0..n).map(|_| Vec::new()).collect();
-        for s in batch.series {
-            let k = self.deliver.shard_key(&s, naming);
-            parts[(k % n as u64) as usize].push(s);
+        // Each part sized for its series up front: grown one push at a
+        // time, a scrape's parts were reallocated some ten times each.
+        let shards: Vec<u32> =
+            batch.series.iter().map(|s| (self.deliver.shard_key(s, naming) % n as u64) as u32).collect();
+        let mut counts = vec![0usize; n];
+        for &k in &shards {
+            counts[k as usize] += 1;
+        }
+        let mut parts: Vec<Vec<Series>> = counts.into_iter().map(Vec::with_capacity).collect();
+        for (s, k) in batch.series.into_iter().zip(shards) {
+            parts[k as usize].push(s);
         }
         let mut metadata = Some(batch.metadata);
         for (i, series) in parts.into_iter().enumerate() {

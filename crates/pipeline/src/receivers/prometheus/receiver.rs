@@ -329,6 +329,7 @@ async fn run_job(
                 telemetry: telemetry.clone(),
                 handover: handover.clone(),
                 status,
+                report_labels: Vec::new(),
             };
             running.insert(k, Running { stop: tx, handle: tokio::spawn(l.run(rx)) });
         }

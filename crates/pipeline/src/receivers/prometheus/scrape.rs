@@ -29,7 +29,7 @@ use super::target::Target;
 use crate::consumer::Consumer;
 use crate::processors::memory_limiter::Backpressure;
 use crate::telemetry::{Counter, Gauge, Telemetry};
-use infertel_model::{Batch, Sample, Series};
+use infertel_model::{Batch, Labels, Sample, Series};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
@@ -94,6 +94,12 @@ pub struct ScrapeLoop {
     pub resume: Option<Handed>,
     /// What the status page shows of this target.
     pub status: Arc<crate::status::targets::TargetStatus>,
+    /// The label sets of the report series (`up`, `scrape_*`), built on
+    /// first use: the target and job of a loop do not change, and one
+    /// label set shared by every scrape is what lets downstream caches
+    /// (processors, the exporters' encoded labels) know the series again
+    /// by identity.
+    pub report_labels: Vec<(&'static str, Labels)>,
 }
 
 impl ScrapeLoop {
@@ -302,7 +308,7 @@ impl ScrapeLoop {
             [stats.scraped, stats.post_relabel, stats.series_added],
         );
         let values = [up, duration, stats.scraped as f64, stats.post_relabel as f64, stats.series_added as f64];
-        let mut report: Vec<(&str, f64)> = REPORT_SERIES.into_iter().zip(values).collect();
+        let mut report: Vec<(&'static str, f64)> = REPORT_SERIES.into_iter().zip(values).collect();
         if self.job.extra_scrape_metrics {
             // Prometheus' extra-scrape-metrics: the body size of a success,
             // -1 when the body size limit failed the scrape, 0 otherwise.
@@ -317,10 +323,15 @@ impl ScrapeLoop {
             cache.extra_report = true;
         }
         for (name, v) in report {
-            series.push(Series {
-                labels: report_labels(name, &self.target.labels, &self.job.external_labels),
-                samples: infertel_model::samples![Sample { timestamp_ms: ts, value: v }],
-            });
+            let labels = match self.report_labels.iter().find(|(n, _)| *n == name) {
+                Some((_, l)) => l.clone(),
+                None => {
+                    let l = report_labels(name, &self.target.labels, &self.job.external_labels);
+                    self.report_labels.push((name, l.clone()));
+                    l
+                }
+            };
+            series.push(Series { labels, samples: infertel_model::samples![Sample { timestamp_ms: ts, value: v }] });
         }
         Batch { series, metadata }
     }

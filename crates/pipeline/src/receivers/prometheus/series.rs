@@ -196,8 +196,8 @@ pub const REPORT_SERIES: [&str; 5] = [
     "scrape_series_added",
 ];
 
-/// The label set of report series `name` of a target: built anew on each
-/// scrape.
+/// The label set of report series `name` of a target (a scrape loop builds
+/// it once).
 pub fn report_labels(name: &str, target: &Labels, external: &[Label]) -> Labels {
     let mut v: Vec<Label> = target.iter().cloned().collect();
     v.push(Label::new(METRIC_NAME, name));

@@ -408,21 +408,23 @@ mod tests {
         assert!(r.any_in(2..3));
     }
 
+    /// A small deterministic generator (xorshift), so that a failure repeats.
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     /// The increase read from a window's two ends is the increase computed
     /// from all its samples, bit for bit: over counters that reset, hold a
     /// NaN, skip scrapes, take samples out of order and keep going after
     /// the ring wraps, for every window of every column.
     #[test]
     fn increase_from_the_ends_is_the_increase_from_every_sample() {
-        // A small deterministic generator (xorshift), so that a failure
-        // repeats.
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let mut r = Rows::default();
         let cols: Vec<u32> = (0..6).map(|_| r.column()).collect();
         let late = r.column();
@@ -479,13 +481,7 @@ mod tests {
     /// the absent bits, and the ring's wrap.
     #[test]
     fn a_row_written_at_once_holds_and_records_what_samples_put_one_by_one_do() {
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let (mut one, mut row) = (Rows::default(), Rows::default());
         let cols: Vec<u32> = (0..8).map(|_| one.column()).collect();
         assert_eq!(cols, (0..8).map(|_| row.column()).collect::<Vec<_>>());

@@ -22,6 +22,49 @@ pub fn free_port() -> u16 {
         .expect("bind an ephemeral loopback port")
 }
 
+/// Starts a server on a port [`free_port`] picked, until one is ours. The
+/// port is free when picked but not held, so another process (another
+/// test's server, started at the same time) may bind it first: the server
+/// then exits, and a readiness check alone could be answered by whoever
+/// holds the port, leaving the test to query a stranger that later goes
+/// away. So a try counts only while its process runs and `is_ours(port)`
+/// (the server says it runs with this test's files); a lost race starts
+/// over on another port, at most five times.
+pub fn spawn_on_free_port(
+    name: &str,
+    command: impl Fn(u16) -> Command,
+    log: impl Fn(u32) -> PathBuf,
+    is_ours: impl Fn(u16) -> bool,
+) -> (Proc, u16) {
+    let mut logs = Vec::new();
+    for attempt in 1..=5 {
+        let port = free_port();
+        let mut proc = Proc::spawn(name, &mut command(port), log(attempt));
+        let up = wait_until(&format!("{name} ready on port {port}"), Duration::from_secs(30), || {
+            if matches!(proc.child.try_wait(), Ok(Some(_))) {
+                return Some(false);
+            }
+            is_ours(port).then_some(true)
+        });
+        if up {
+            return (proc, port);
+        }
+        logs.push(format!("port {port}: {}", proc.log_text()));
+    }
+    panic!("{name} exited before it served on five free ports in turn:\n{}", logs.join("\n"))
+}
+
+/// Prometheus on `port` is ready and runs with the config file `cfg`.
+fn prometheus_serves(port: u16, cfg: &Path) -> bool {
+    let url = format!("http://127.0.0.1:{port}");
+    matches!(http_get(&format!("{url}/-/ready")), Ok((200, _)))
+        && http_get(&format!("{url}/api/v1/status/flags")).is_ok_and(|(code, body)| {
+            code == 200
+                && serde_json::from_str::<serde_json::Value>(&body)
+                    .is_ok_and(|v| v["data"]["config.file"].as_str() == Some(&*cfg.display().to_string()))
+        })
+}
+
 /// The shared/ folder beside the repository (or $INFERTEL_SHARED).
 pub fn shared_dir() -> PathBuf {
     if let Ok(p) = std::env::var("INFERTEL_SHARED") {
@@ -137,23 +180,31 @@ impl Prometheus {
     pub fn start(scrape_configs_yaml: &str) -> Prometheus {
         let bin = require("prometheus");
         let dir = tempfile::tempdir().expect("tempdir");
-        let port = free_port();
         let cfg =
             format!("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n{scrape_configs_yaml}\n");
         let cfg_path = dir.path().join("prometheus.yml");
         std::fs::write(&cfg_path, cfg).expect("write prometheus.yml");
-        let mut cmd = Command::new(bin);
-        cmd.arg(format!("--config.file={}", cfg_path.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--web.enable-remote-write-receiver")
-            .arg("--log.level=warn");
-        let proc = Proc::spawn("prometheus", &mut cmd, dir.path().join("prometheus.log"));
-        let p = Prometheus { proc, port, dir };
-        wait_until("prometheus ready", Duration::from_secs(30), || {
-            matches!(http_get(&format!("{}/-/ready", p.url())), Ok((200, _))).then_some(())
-        });
-        p
+        let (proc, port) = spawn_on_free_port(
+            "prometheus",
+            |port| {
+                let mut cmd = Command::new(&bin);
+                cmd.arg(format!("--config.file={}", cfg_path.display()))
+                    .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+                    .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                    .arg("--web.enable-remote-write-receiver")
+                    .arg("--log.level=warn");
+                cmd
+            },
+            |attempt| {
+                dir.path().join(if attempt == 1 {
+                    "prometheus.log".into()
+                } else {
+                    format!("prometheus-{attempt}.log")
+                })
+            },
+            |port| prometheus_serves(port, &cfg_path),
+        );
+        Prometheus { proc, port, dir }
     }
 
     pub fn url(&self) -> String {
@@ -177,9 +228,10 @@ impl Prometheus {
             .arg(format!("--web.listen-address=127.0.0.1:{}", self.port))
             .arg("--web.enable-remote-write-receiver")
             .arg("--log.level=warn");
-        self.proc = Proc::spawn("prometheus", &mut cmd, self.dir.path().join("prometheus-2.log"));
+        self.proc = Proc::spawn("prometheus", &mut cmd, self.dir.path().join("prometheus-restart.log"));
+        let cfg_path = self.dir.path().join("prometheus.yml");
         wait_until("prometheus ready again", Duration::from_secs(60), || {
-            matches!(http_get(&format!("{}/-/ready", self.url())), Ok((200, _))).then_some(())
+            prometheus_serves(self.port, &cfg_path).then_some(())
         });
     }
 
@@ -240,20 +292,28 @@ impl Victoria {
     pub fn start() -> Victoria {
         let bin = require("victoria-metrics");
         let dir = tempfile::tempdir().expect("tempdir");
-        let port = free_port();
-        let mut cmd = Command::new(bin);
-        cmd.arg(format!("-httpListenAddr=127.0.0.1:{port}"))
-            .arg(format!("-storageDataPath={}", dir.path().join("data").display()))
-            .arg("-retentionPeriod=100y")
-            .arg("-search.latencyOffset=0s")
-            .arg("-search.disableCache")
-            .arg("-loggerLevel=WARN");
-        let proc = Proc::spawn("victoria-metrics", &mut cmd, dir.path().join("vm.log"));
-        let v = Victoria { proc, port, dir };
-        wait_until("victoria-metrics ready", Duration::from_secs(30), || {
-            matches!(http_get(&format!("{}/health", v.url())), Ok((200, _))).then_some(())
-        });
-        v
+        let data = dir.path().join("data");
+        let (proc, port) = spawn_on_free_port(
+            "victoria-metrics",
+            |port| {
+                let mut cmd = Command::new(&bin);
+                cmd.arg(format!("-httpListenAddr=127.0.0.1:{port}"))
+                    .arg(format!("-storageDataPath={}", data.display()))
+                    .arg("-retentionPeriod=100y")
+                    .arg("-search.latencyOffset=0s")
+                    .arg("-search.disableCache")
+                    .arg("-loggerLevel=WARN");
+                cmd
+            },
+            |attempt| dir.path().join(if attempt == 1 { "vm.log".into() } else { format!("vm-{attempt}.log") }),
+            // Its `/flags` page lists the flags it was started with.
+            |port| {
+                matches!(http_get(&format!("http://127.0.0.1:{port}/health")), Ok((200, _)))
+                    && http_get(&format!("http://127.0.0.1:{port}/flags"))
+                        .is_ok_and(|(code, body)| code == 200 && body.contains(&data.display().to_string()))
+            },
+        );
+        Victoria { proc, port, dir }
     }
 
     pub fn url(&self) -> String {

@@ -9,6 +9,9 @@
 //! without it (each keeps its own series cache, as in the agent). With
 //! `--report` each scrape also carries `up` and the four `scrape_*` series,
 //! their label sets built once per target, as the scrape loop keeps them.
+//! With `--relabel` the job has the two `metric_relabel_configs` rules of
+//! `bench/infertel-with-processors` (drop `python_gc_.*`, labeldrop
+//! `pod_uid`).
 
 use infertel_model::Batch;
 use infertel_model::Labels;
@@ -48,7 +51,14 @@ fn main() {
         interval: Duration::from_secs(1),
         timeout: Duration::from_secs(1),
     };
-    let j = JobSettings::new("prometheus");
+    let mut j = JobSettings::new("prometheus");
+    if args.iter().any(|a| a == "--relabel") {
+        let rules: Vec<infertel_relabel::RelabelConfig> = serde_yaml::from_str(
+            "[{source_labels: [__name__], regex: 'python_gc_.*', action: drop}, {regex: pod_uid, action: labeldrop}]",
+        )
+        .expect("rules");
+        j.metric_relabel = infertel_relabel::Relabeler::new(&rules).expect("rules compile");
+    }
     let target_count: usize = args
         .iter()
         .position(|a| a == "--targets")

@@ -211,3 +211,87 @@ fn interned_and_fresh_label_sets_derive_the_same() {
         assert_eq!(sorted(x), sorted(y));
     }
 }
+
+/// A scrape with as many series as the last one but not the same ones, in
+/// that order, is not a repeat: two series swapped, one replaced by
+/// another, one label set built anew (equal, so still a repeat), in a
+/// jittered run of mostly repeated scrapes. After every scrape the state
+/// is the one the full ingest leaves.
+#[test]
+fn a_scrape_of_the_same_length_with_other_series_is_not_taken_for_a_repeat() {
+    let names = [
+        "vllm:generation_tokens_total",
+        "vllm:prompt_tokens_total",
+        "vllm:num_requests_waiting",
+        "vllm:num_requests_running",
+        "vllm:kv_cache_usage_perc",
+        "vllm:e2e_request_latency_seconds_count",
+        "vllm:e2e_request_latency_seconds_sum",
+        "vllm:request_success_total",
+    ];
+    let labels = |i: usize, engine: &str| {
+        Labels::from_pairs([
+            ("__name__", names[i]),
+            ("engine", engine),
+            ("instance", "a"),
+            ("job", "v"),
+            ("model_name", "m"),
+        ])
+    };
+    // Engines 0 and 1 of each name; a scrape holds 8 of the 16.
+    let pool: Vec<Labels> = (0..16).map(|k| labels(k % 8, if k < 8 { "0" } else { "1" })).collect();
+    let run = |full_only: bool| {
+        REPEATS.with(|r| r.set(0));
+        FULL_ONLY.with(|f| f.set(full_only));
+        let mut next = super::super::rows::tests::xorshift(0x51ed_270b_9a3e_44c1);
+        let mut e = Engine::new(Settings { window_ms: 10_000, ..Settings::default() });
+        let mut order: Vec<usize> = (0..8).collect();
+        let mut states = Vec::new();
+        for k in 0..600i64 {
+            let t = 100_000 + k * 1000 + (next() % 23) as i64;
+            let mut fresh = None;
+            match next() % 8 {
+                0 => {
+                    let i = (next() % 7) as usize;
+                    order.swap(i, i + 1);
+                }
+                1 => {
+                    // Another series in the place of one, the count unchanged.
+                    let i = (next() % 8) as usize;
+                    let spare = (0..16).filter(|x| !order.contains(x)).nth((next() % 8) as usize);
+                    if let Some(s) = spare {
+                        order[i] = s;
+                    }
+                }
+                2 => fresh = Some((next() % 8) as usize),
+                _ => {}
+            }
+            let batch: Vec<Series> = order
+                .iter()
+                .enumerate()
+                .map(|(at, &p)| Series {
+                    labels: if fresh == Some(at) {
+                        labels(p % 8, if p < 8 { "0" } else { "1" })
+                    } else {
+                        pool[p].clone()
+                    },
+                    samples: infertel_model::samples![Sample { timestamp_ms: t, value: (k * 16 + p as i64) as f64 }],
+                })
+                .collect();
+            e.ingest(&batch);
+            states.push(state(&e));
+        }
+        (states, REPEATS.with(|r| r.get()))
+    };
+    let (full, none) = run(true);
+    assert_eq!(none, 0);
+    let (short, repeats) = run(false);
+    FULL_ONLY.with(|f| f.set(false));
+    // About half the scrapes change nothing, and the one after a change
+    // sets the shortcut up again.
+    assert!(repeats > 150, "{repeats} of 600 scrapes took the shortcut");
+    for (k, (a, b)) in full.iter().zip(&short).enumerate() {
+        let first = a.iter().zip(b).find(|(x, y)| x != y);
+        assert!(a.len() == b.len() && first.is_none(), "state after scrape {k}: {first:?}");
+    }
+}

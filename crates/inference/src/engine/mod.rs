@@ -229,6 +229,8 @@ pub struct Engine {
     emitted: HashMap<TargetKey, Emitted>,
     /// The newest scrape time when vanished targets were last looked for.
     swept_ms: i64,
+    /// Reused buffer for a batch's label-set addresses (see `ingest_repeat`).
+    addrs: Vec<u8>,
 }
 
 /// Collects derived values and skip reasons during one evaluation.
@@ -275,7 +277,7 @@ impl Out {
 
 impl Engine {
     pub fn new(settings: Settings) -> Self {
-        Engine { settings, targets: BTreeMap::new(), emitted: HashMap::new(), swept_ms: i64::MIN }
+        Engine { settings, targets: BTreeMap::new(), emitted: HashMap::new(), swept_ms: i64::MIN, addrs: Vec::new() }
     }
 
     /// How long the samples of the longest-kept inputs are kept, and so how

@@ -358,7 +358,7 @@ impl Rows {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn col(r: &Rows, c: u32) -> Vec<(i64, f64)> {
@@ -409,7 +409,7 @@ mod tests {
     }
 
     /// A small deterministic generator (xorshift), so that a failure repeats.
-    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+    pub(crate) fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
         move || {
             x ^= x << 13;
             x ^= x >> 7;

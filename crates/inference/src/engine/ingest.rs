@@ -1,13 +1,17 @@
 //! Ingest: a scrape's series into each target's rows (see `rows.rs`), at the cost
 //! of one hash per series for the names the engine ignores (most of a
 //! scrape) and, for a scrape that repeats the last one's order, one hash of
-//! its label sets' addresses.
+//! its label sets' addresses (the shortcut, `repeat.rs`).
+
+#[path = "repeat.rs"]
+mod repeat;
 
 use super::by_labels::ByLabels;
 use super::rows::Rows;
-use super::{Engine, KeyRef, TargetKey};
+use super::{Engine, TargetKey};
 use crate::schema::{self, Families, Schema};
 use infertel_model::{Labels, METRIC_NAME, Series, is_stale_nan};
+use repeat::Repeat;
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -259,65 +263,6 @@ struct Seen {
     info: SeriesInfo,
     /// The index of its entry in its [`ByLabels`] (a hint, checked there).
     slot: u32,
-}
-
-/// A shortcut for the usual batch: one target's scrape that repeats its
-/// last scrape series for series (the same interned label sets, in the same
-/// order), one live sample each. The last scrape was such a clean one too,
-/// so everything ingest derives from the label sets (families, schema,
-/// node, which series are inputs) is what it was; what is left is to check
-/// that the batch is that repeat and to store the input samples, found by
-/// position in the batch and by index in their [`ByLabels`].
-#[derive(Clone)]
-struct Repeat {
-    /// The position of each input series in the batch, and its column in
-    /// the target's rows (a series met twice in a scrape keeps its first
-    /// sample, as the full ingest does).
-    inputs: Vec<(u32, u32)>,
-    /// The addresses of the label sets `order` holds, in order, hashed
-    /// (see [`fingerprint`]); `None` when one is missing.
-    fingerprint: Option<u128>,
-}
-
-/// A hash of label-set addresses, taken in order from `addrs` (8 bytes a
-/// series). A batch whose addresses hash as the ones a target's `order`
-/// holds is that order series for series: the sets held cannot be freed,
-/// so no other set has one of their addresses, and two different
-/// sequences collide with odds of about 2^-128. The hash is the one the
-/// receiver keys raw lines with (XXH3-128, seeded per process); taking it
-/// from there, not from a dependency of this crate's own, keeps the
-/// symbol names `crates/infertel/symbol-order.txt` lists (they change
-/// with a crate's dependencies).
-fn fingerprint(addrs: &[u8]) -> u128 {
-    infertel_exposition::series_key(addrs)
-}
-
-impl Repeat {
-    /// The inputs of `order` (a clean scrape just ingested into `st`).
-    fn of(st: &TargetState, order: &[Seen]) -> Repeat {
-        let mut taken = rustc_hash::FxHashSet::default();
-        let mut inputs = Vec::new();
-        for (k, x) in order.iter().enumerate() {
-            let Some(w) = x.info.wire.filter(|w| w.kept) else { continue };
-            let Some(column) =
-                st.series.get(&WireName(w.name)).and_then(|m| m.entries.get(x.slot as usize)).map(|e| e.column)
-            else {
-                continue;
-            };
-            if taken.insert(column) {
-                inputs.push((k as u32, column));
-            }
-        }
-        let mut addrs = Vec::with_capacity(order.len() * 8);
-        let held = order.iter().all(|x| match &x.labels {
-            Some(l) => {
-                addrs.extend_from_slice(&l.addr().to_ne_bytes());
-                true
-            }
-            None => false,
-        });
-        Repeat { inputs, fingerprint: held.then(|| fingerprint(&addrs)) }
-    }
 }
 
 impl Engine {
@@ -572,79 +517,6 @@ impl Engine {
                 }
             }
         }
-    }
-
-    /// The shortcut (see [`Repeat`]): `None` unless the batch is a clean
-    /// repeat of its target's last scrape, which was clean too. Leaves the
-    /// state as the full ingest would.
-    fn ingest_repeat(
-        &mut self,
-        series: &[Series],
-        retention: i64,
-        short_retention: i64,
-    ) -> Option<BTreeMap<TargetKey, i64>> {
-        #[cfg(test)]
-        if tests::FULL_ONLY.with(|f| f.get()) {
-            return None;
-        }
-        let first = series.first()?;
-        let (Some(job), Some(instance), _) = target_and_name(&first.labels) else { return None };
-        // Found by borrowed strings: building the key would cost two
-        // allocations per scrape.
-        let (key, _) = self.targets.get_key_value(&(job, instance) as &dyn KeyRef)?;
-        let key = key.clone();
-        let st = self.targets.get_mut(&key)?;
-        let repeat = st.repeat.as_mut()?;
-        if st.order.len() != series.len() {
-            return None;
-        }
-        // One time for the whole scrape, as a scrape loop stamps it.
-        let newest = first.samples.first()?.timestamp_ms;
-        // The series are known by the addresses of their label sets, hashed
-        // in one pass over the batch: comparing them one by one with the
-        // last scrape's read that order (some 50 KB a target, out of cache
-        // at 100 targets) on every scrape.
-        let addrs = &mut self.addrs;
-        addrs.resize(series.len() * 8, 0);
-        for (s, to) in series.iter().zip(addrs.chunks_exact_mut(8)) {
-            let [x] = s.samples.as_slice() else { return None };
-            if x.timestamp_ms != newest || is_stale_nan(x.value) {
-                return None;
-            }
-            to.copy_from_slice(&s.labels.addr().to_ne_bytes());
-        }
-        let fp = fingerprint(addrs);
-        if repeat.fingerprint != Some(fp) {
-            // Other addresses: the same series only if equal one by one
-            // (a source may build a set anew for every scrape). The order
-            // then holds the batch's sets, so the next such batch is known
-            // by its fingerprint.
-            if !series
-                .iter()
-                .zip(&st.order)
-                .all(|(s, seen)| seen.labels.as_ref().is_some_and(|l| same_series(l, &s.labels)))
-            {
-                return None;
-            }
-            for (s, seen) in series.iter().zip(&mut st.order) {
-                if !seen.labels.as_ref().is_some_and(|l| Labels::ptr_eq(l, &s.labels)) {
-                    seen.labels = Some(s.labels.clone());
-                }
-            }
-            repeat.fingerprint = Some(fp);
-        }
-        // A repeat: the same live series as the last clean scrape, so the
-        // families, schema, node and `up` are what they were.
-        if !st.rows.push_row(newest) {
-            return None;
-        }
-        #[cfg(test)]
-        tests::REPEATS.with(|r| r.set(r.get() + 1));
-        st.rows.set_last(repeat.inputs.iter().map(|&(at, column)| (column, series[at as usize].samples[0].value)));
-        st.newest_ms = st.newest_ms.max(newest);
-        st.keep_from(st.newest_ms.saturating_sub(short_retention), st.newest_ms.saturating_sub(retention));
-        st.gone = false;
-        Some(BTreeMap::from([(key, newest)]))
     }
 }
 

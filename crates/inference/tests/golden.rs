@@ -270,6 +270,67 @@ fn target_that_disappears_gets_stale_derived_series() {
     assert!(again.stale.is_empty());
 }
 
+/// The label set of `name` with `labels`, built here from the pairs.
+fn expected_set(name: &str, labels: &[(String, String)]) -> infertel_model::Labels {
+    let mut pairs: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    pairs.push(("__name__", name));
+    infertel_model::Labels::from_pairs(pairs)
+}
+
+/// Each derived value comes with its label set (its labels and
+/// `__name__`); a series emitted again by the next evaluation has the very
+/// set it had (built once, one identity downstream), and a series going
+/// stale carries the set it was emitted with.
+#[test]
+fn derived_series_keep_their_label_sets_across_evaluations() {
+    let (mut e, first, _) = article_pair(28_746.0, true);
+    assert_eq!(first.series.len(), first.derived.len());
+    assert!(first.derived.len() > 20, "{} derived", first.derived.len());
+    for (d, l) in first.derived.iter().zip(&first.series) {
+        assert_eq!(*l, expected_set(d.name, &d.labels), "{}", d.name);
+    }
+    feed(&mut e, &vkey(), &article::vllm(VllmState { step: 1.25, ..Default::default() }), T0 + 75_000);
+    let second = e.evaluate(&vkey(), T0 + 75_000);
+    let mut kept = 0;
+    for (d, l) in second.derived.iter().zip(&second.series) {
+        assert_eq!(*l, expected_set(d.name, &d.labels), "{}", d.name);
+        if let Some(i) = first.derived.iter().position(|x| x.name == d.name && x.labels == d.labels) {
+            assert!(infertel_model::Labels::ptr_eq(l, &first.series[i]), "{} built again", d.name);
+            kept += 1;
+        }
+    }
+    assert!(kept > 20, "{kept} series emitted by both evaluations");
+    // A target gone: every series it emitted goes stale with its set.
+    let last = series_from_text(
+        &article::vllm(VllmState { step: 1.25, ..Default::default() }),
+        T0 + 75_000,
+        "vllm",
+        "10.0.1.23:8000",
+    )
+    .unwrap();
+    let mut markers = stale_all(&last, T0 + 90_000);
+    markers.push(infertel_model::Series {
+        labels: infertel_model::Labels::from_pairs([
+            ("__name__", "up"),
+            ("instance", "10.0.1.23:8000"),
+            ("job", "vllm"),
+        ]),
+        samples: infertel_model::samples![infertel_model::Sample {
+            timestamp_ms: T0 + 90_000,
+            value: infertel_model::stale_nan()
+        }],
+    });
+    e.ingest(&markers);
+    let gone = e.evaluate(&vkey(), T0 + 90_000);
+    assert!(!gone.stale.is_empty());
+    assert_eq!(gone.stale.len(), gone.stale_series.len());
+    for ((name, labels), l) in gone.stale.iter().zip(&gone.stale_series) {
+        assert_eq!(*l, expected_set(name, labels), "{name}");
+        let i = second.derived.iter().position(|x| x.name == *name && x.labels == *labels).expect("emitted before");
+        assert!(infertel_model::Labels::ptr_eq(l, &second.series[i]), "{name} built again");
+    }
+}
+
 #[test]
 fn one_input_going_stale_stales_only_what_it_feeds() {
     let (mut e, _, _) = article_pair(28_746.0, true);

@@ -157,11 +157,13 @@ pub(crate) fn wire(name: &str) -> Option<Wire> {
         let mut map = FxHashMap::default();
         for (i, family) in schema::relevant_families().iter().enumerate() {
             let kept = schema::ALL_INPUTS.iter().any(|x| x.names.contains(family));
+            let buckets_kept = kept && schema::BUCKETS_READ.iter().any(|x| x.names.contains(family));
             let long = schema::WAITING.names.contains(family);
             for suffix in ["", "_bucket", "_count", "_sum"] {
                 // Built once per process: a few hundred bytes, leaked on purpose.
                 let name: &'static str =
                     if suffix.is_empty() { family } else { Box::leak(format!("{family}{suffix}").into_boxed_str()) };
+                let kept = if suffix == "_bucket" { buckets_kept } else { kept };
                 map.entry(name).or_insert(Wire { name, family: i as u8, kept, long });
             }
             // The creation time of counters whose label children come and go

@@ -27,6 +27,7 @@ pub use view::LabelPairs;
 
 use crate::schema::{self, Schema, Source};
 use crate::window::Skip;
+use infertel_model::{Label, Labels, METRIC_NAME};
 use ingest::TargetState;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -205,21 +206,43 @@ pub struct SchemaEvent {
 pub struct Evaluation {
     pub at_ms: i64,
     pub derived: Vec<Derived>,
+    /// The label set (`__name__` included) of each of `derived`, in order.
+    /// A series emitted again has the set it had: built once, not on every
+    /// evaluation, and one identity for the exporters downstream.
+    pub series: Vec<Labels>,
     /// Series emitted by the previous evaluation of this target and not now.
     pub stale: Vec<(&'static str, LabelPairs)>,
+    /// The label set of each of `stale`, in order.
+    pub stale_series: Vec<Labels>,
     pub skipped: Vec<(&'static str, Skip)>,
     pub schema_event: Option<SchemaEvent>,
 }
 
 /// The series an evaluation of a target emitted, to mark those the next one
-/// does not emit stale: (hash of name and labels, name, labels). A series
-/// emitted again keeps its entry, so a steady target's evaluation copies no
-/// labels for it.
-type Emitted = hashbrown::HashTable<(u64, &'static str, LabelPairs)>;
+/// does not emit stale. A series emitted again keeps its entry, so a steady
+/// target's evaluation copies no labels for it and builds no label set.
+type Emitted = hashbrown::HashTable<EmittedSeries>;
+
+#[derive(Clone)]
+struct EmittedSeries {
+    /// Of name and labels ([`emitted_hash`]).
+    hash: u64,
+    name: &'static str,
+    labels: LabelPairs,
+    /// The series' label set, as it goes out.
+    series: Labels,
+}
 
 fn emitted_hash(name: &str, labels: &LabelPairs) -> u64 {
     use std::hash::BuildHasher;
     rustc_hash::FxBuildHasher.hash_one((name, labels))
+}
+
+/// The label set of derived series `name` with `labels`.
+fn label_set(name: &str, labels: &LabelPairs) -> Labels {
+    let mut l: Vec<Label> = labels.iter().map(|(k, x)| Label::new(k.as_str(), x.as_str())).collect();
+    l.push(Label::new(METRIC_NAME, name));
+    Labels::from_vec(l)
 }
 
 #[derive(Clone)]
@@ -404,21 +427,38 @@ impl Engine {
         }
         let mut prev = self.emitted.remove(key).unwrap_or_default();
         let mut now = Emitted::with_capacity(out.derived.len());
+        let mut series = Vec::with_capacity(out.derived.len());
         for d in &out.derived {
             let h = emitted_hash(d.name, &d.labels);
-            let same = |e: &(u64, &'static str, LabelPairs)| e.1 == d.name && e.2 == d.labels;
-            if now.find(h, same).is_some() {
+            let same = |e: &EmittedSeries| e.name == d.name && e.labels == d.labels;
+            if let Some(e) = now.find(h, same) {
+                series.push(e.series.clone());
                 continue;
             }
             let entry = match prev.find_entry(h, same) {
                 Ok(e) => e.remove().0,
-                Err(_) => (h, d.name, d.labels.clone()),
+                Err(_) => EmittedSeries {
+                    hash: h,
+                    name: d.name,
+                    labels: d.labels.clone(),
+                    series: label_set(d.name, &d.labels),
+                },
             };
-            now.insert_unique(h, entry, |e| e.0);
+            series.push(entry.series.clone());
+            now.insert_unique(h, entry, |e| e.hash);
         }
-        let mut stale: Vec<(&'static str, LabelPairs)> = prev.into_iter().map(|(_, n, l)| (n, l)).collect();
-        stale.sort_unstable();
+        let mut gone: Vec<EmittedSeries> = prev.into_iter().collect();
+        gone.sort_unstable_by(|a, b| (a.name, &a.labels).cmp(&(b.name, &b.labels)));
+        let (stale, stale_series) = gone.into_iter().map(|e| ((e.name, e.labels), e.series)).unzip();
         self.emitted.insert(key.clone(), now);
-        Evaluation { at_ms: t, derived: out.derived, stale, skipped: out.skipped, schema_event: event }
+        Evaluation {
+            at_ms: t,
+            derived: out.derived,
+            series,
+            stale,
+            stale_series,
+            skipped: out.skipped,
+            schema_event: event,
+        }
     }
 }

@@ -366,6 +366,12 @@ impl<'a> View<'a> {
 
     /// The bucket rates of histogram `input` (upper bound, rate) over the series `keep` selects.
     pub(crate) fn buckets(&self, input: &Input, keep: Keep<'_>) -> Result<Vec<(f64, f64)>, Skip> {
+        // Only these histograms' buckets are kept (see `BUCKETS_READ`).
+        debug_assert!(
+            crate::schema::BUCKETS_READ.iter().any(|x| x.key == input.key),
+            "the buckets of {} are not kept",
+            input.key
+        );
         let mut buckets = Vec::new();
         for (e, increase) in self.increases(input, "_bucket", keep)? {
             if let Some(le) = e.le {

@@ -227,6 +227,13 @@ pub const ALL_INPUTS: &[&Input] = &[
     &SPEC_ACCEPTED,
 ];
 
+/// The histograms whose buckets are read (quantiles, SLO shares). The
+/// `_bucket` series of the other inputs are not kept: their figures read
+/// `_sum` and `_count` only, and on a vLLM target those buckets (queue,
+/// prefill, decode, inference time, token counts) are half of the inputs,
+/// so half of what every scrape writes and every window holds.
+pub const BUCKETS_READ: &[&Input] = &[&TTFT, &ITL, &E2E, &TRITON_FIRST_RESPONSE_MS];
+
 /// Counters whose label children appear as events happen; their `_created`
 /// series are kept so that a child born inside the window counts from 0.
 pub const CREATED_OF: &[&Input] = &[&SUCCESS, &HTTP_REQUESTS];

@@ -8,7 +8,7 @@ use super::config::InferenceConfig;
 use crate::consumer::{BoxFuture, Consumer};
 use crate::telemetry::{Counter, Telemetry};
 use infertel_inference::{Engine, Evaluation, Skip, TargetKey, catalog};
-use infertel_model::{Batch, Label, Labels, METRIC_NAME, Metadata, MetricType, Sample, Series, stale_nan};
+use infertel_model::{Batch, Labels, Metadata, MetricType, Sample, Series, stale_nan};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -24,10 +24,8 @@ pub struct InferenceProcessor {
     skipped: Mutex<FxHashMap<(&'static str, Skip), Arc<Counter>>>,
 }
 
-fn series(name: &str, labels: &[(String, String)], ts: i64, v: f64) -> Series {
-    let mut l: Vec<Label> = labels.iter().map(|(k, x)| Label::new(k.as_str(), x.as_str())).collect();
-    l.push(Label::new(METRIC_NAME, name));
-    Series { labels: Labels::from_vec(l), samples: infertel_model::samples![Sample { timestamp_ms: ts, value: v }] }
+fn series(labels: &Labels, ts: i64, v: f64) -> Series {
+    Series { labels: labels.clone(), samples: infertel_model::samples![Sample { timestamp_ms: ts, value: v }] }
 }
 
 impl InferenceProcessor {
@@ -127,12 +125,12 @@ impl InferenceProcessor {
             if remember {
                 self.remember(ev);
             }
-            for d in &ev.derived {
-                out.series.push(series(d.name, &d.labels, ev.at_ms, d.value));
+            for (d, labels) in ev.derived.iter().zip(&ev.series) {
+                out.series.push(series(labels, ev.at_ms, d.value));
                 families.insert(d.name);
             }
-            for (name, labels) in &ev.stale {
-                out.series.push(series(name, labels, ev.at_ms, stale_nan()));
+            for labels in &ev.stale_series {
+                out.series.push(series(labels, ev.at_ms, stale_nan()));
             }
         }
         for f in families {

@@ -295,3 +295,27 @@ fn a_scrape_of_the_same_length_with_other_series_is_not_taken_for_a_repeat() {
         assert!(a.len() == b.len() && first.is_none(), "state after scrape {k}: {first:?}");
     }
 }
+
+/// Only the histograms whose buckets a figure reads keep their `_bucket`
+/// series; the others keep `_sum` and `_count`, which their figures read.
+#[test]
+fn only_the_buckets_read_are_kept() {
+    for (name, kept) in [
+        ("vllm:time_to_first_token_seconds_bucket", true),
+        ("vllm:inter_token_latency_seconds_bucket", true),
+        ("vllm:time_per_output_token_seconds_bucket", true),
+        ("vllm:e2e_request_latency_seconds_bucket", true),
+        ("nv_inference_first_response_histogram_ms_bucket", true),
+        ("vllm:request_queue_time_seconds_bucket", false),
+        ("vllm:request_queue_time_seconds_sum", true),
+        ("vllm:request_queue_time_seconds_count", true),
+        ("vllm:request_decode_time_seconds_bucket", false),
+        ("vllm:iteration_tokens_total_bucket", false),
+        ("vllm:iteration_tokens_total_count", true),
+        ("vllm:request_prompt_tokens_bucket", false),
+        ("vllm:request_params_max_tokens_bucket", false),
+        ("vllm:request_params_max_tokens_sum", true),
+    ] {
+        assert_eq!(wire(name).map(|w| w.kept), Some(kept), "{name}");
+    }
+}

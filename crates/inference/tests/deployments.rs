@@ -517,6 +517,46 @@ fn http_client_aborts_from_499() {
     assert!((err - 15.0 / 395.0).abs() < 1e-9, "499 is a 4xx: {err}");
 }
 
+/// Several handlers, each its own ratio of its own children: a 5xx child
+/// born mid-window counts from its first sample, a handler seen in one
+/// scrape only has no rate yet (skipped as a first window), and the other
+/// handlers' children do not leak into a handler's ratio.
+#[test]
+fn http_error_ratio_per_handler_of_its_own_children() {
+    let mut e = Engine::new(Settings { window_ms: 70_000, ..Settings::default() });
+    let l = |handler: &'static str, status: &'static str| {
+        [("handler", handler), ("instance", "a:8000"), ("job", "vllm"), ("method", "POST"), ("status", status)]
+    };
+    let v = Vllm::at("a:8000", 480.0);
+    let mut end = 0;
+    for k in 0..5i64 {
+        let t = T0 + k * 15_000 + jitter(k);
+        let mut b = v.scrape(t, (t - T0) as f64 / 1000.0);
+        let x = k as f64;
+        b.push(series("http_requests_total", &l("/v1/chat/completions", "200"), t, 1_000.0 + 100.0 * x));
+        if k >= 2 {
+            b.push(series("http_requests_total", &l("/v1/chat/completions", "500"), t, 3.0 + 2.0 * (x - 2.0)));
+        }
+        b.push(series("http_requests_total", &l("/v1/completions", "200"), t, 50.0 + 10.0 * x));
+        b.push(series("http_requests_total", &l("/v1/completions", "404"), t, x));
+        if k == 4 {
+            b.push(series("http_requests_total", &l("/health", "200"), t, 7.0));
+        }
+        e.ingest(&b);
+        end = t;
+    }
+    let ev = e.evaluate(&key("vllm", "a:8000"), end);
+    let ratio = |h| value(&ev, "infertel_http_error_ratio", &[("handler", h)]);
+    // chat: 400 answered 200, 500s from 3 to 7 (4); completions: 40 and 4.
+    let chat = ratio("/v1/chat/completions").expect("chat");
+    assert!((chat - 4.0 / 404.0).abs() < 1e-12, "{chat}");
+    let completions = ratio("/v1/completions").expect("completions");
+    assert!((completions - 4.0 / 44.0).abs() < 1e-12, "{completions}");
+    assert_eq!(ratio("/health"), None);
+    assert!(ev.skipped.contains(&("infertel_http_error_ratio", Skip::FirstWindow)), "{:?}", ev.skipped);
+    assert_eq!(ev.derived.iter().filter(|d| d.name == "infertel_http_error_ratio").count(), 2);
+}
+
 /// Finding 10 (memory-bound evidence) and finding 7 with the agent's node:
 /// the engine has no `node` label, the agent runs on node-1
 /// (`K8S_NODE_NAME`), it also scrapes node-2's GPU. `report` quotes the

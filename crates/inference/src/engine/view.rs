@@ -218,20 +218,39 @@ impl<'a> View<'a> {
     /// does not void the ratio). Rates share one duration, the longest span
     /// of a child, so that their ratios are ratios of increases.
     pub(crate) fn child_rates(&self, input: &Input, by: &str, keep: Keep<'_>) -> Result<BTreeMap<String, f64>, Skip> {
+        let mut groups = self.child_rates_by(input, by, None, keep)?;
+        groups.remove("").unwrap_or(Err(Skip::MissingInput))
+    }
+
+    /// [`child_rates`](Self::child_rates) of each value of label `group`
+    /// (each as if its series alone were kept), in one pass over the
+    /// series; with no `group`, of all of them, under `""`.
+    pub(crate) fn child_rates_by(
+        &self,
+        input: &Input,
+        by: &str,
+        group: Option<&str>,
+        keep: Keep<'_>,
+    ) -> Result<BTreeMap<String, Result<BTreeMap<String, f64>, Skip>>, Skip> {
         let name = self.pick(input, "").ok_or(Skip::MissingInput)?;
         let created = crate::schema::CREATED_OF
             .iter()
             .any(|i| i.names.contains(&name))
             .then(|| wire(&super::ingest::created_name(name)).map(|w| w.name))
             .flatten();
-        let mut deltas: BTreeMap<String, f64> = BTreeMap::new();
-        let mut seconds: f64 = 0.0;
+        // Per group: the deltas by `by`, and the longest span of a child.
+        let mut groups: BTreeMap<String, (BTreeMap<String, f64>, f64)> = BTreeMap::new();
         let rows = self.window_rows(&self.st.series[&WireName(name)]);
         for (e, increase) in self.increases(input, "", keep)? {
             let l = &e.labels;
+            let g = group.map_or("", |g| l.get(g).unwrap_or(""));
+            let (deltas, seconds) = match groups.get_mut(g) {
+                Some(x) => x,
+                None => groups.entry(g.to_string()).or_default(),
+            };
             let mut delta = match increase {
                 Ok(i) => {
-                    seconds = seconds.max(i.seconds);
+                    *seconds = seconds.max(i.seconds);
                     i.delta
                 }
                 Err(_) => 0.0,
@@ -246,10 +265,17 @@ impl<'a> View<'a> {
             }
             *deltas.entry(l.get(by).unwrap_or("").to_string()).or_default() += delta;
         }
-        if seconds <= 0.0 {
-            return Err(Skip::FirstWindow);
-        }
-        Ok(deltas.into_iter().map(|(k, d)| (k, d / seconds)).collect())
+        Ok(groups
+            .into_iter()
+            .map(|(g, (deltas, seconds))| {
+                let rates = if seconds <= 0.0 {
+                    Err(Skip::FirstWindow)
+                } else {
+                    Ok(deltas.into_iter().map(|(k, d)| (k, d / seconds)).collect())
+                };
+                (g, rates)
+            })
+            .collect())
     }
 
     /// The `_created` time (ms) of the child `l`, from its `_created` series

@@ -209,12 +209,11 @@ impl Engine {
     /// seen inside the window counts from its first sample.
     fn eval_http(&self, v: &View, key: &TargetKey, out: &mut Out) {
         let base = vec![("instance".to_string(), key.instance.to_string()), ("job".to_string(), key.job.to_string())];
-        let Ok(sel) = v.select(&schema::HTTP_REQUESTS, "", Keep::ALL) else { return };
-        let handlers: BTreeSet<String> = sel.iter().map(|(l, _)| l.get("handler").unwrap_or("").to_string()).collect();
-        for h in handlers {
-            let hk = h.clone();
-            let keep = move |l: &Labels| l.get("handler").unwrap_or("") == hk;
-            let by = v.child_rates(&schema::HTTP_REQUESTS, "status", Keep::when(&keep));
+        // Per handler, in one pass over the series (each handler's alone).
+        let Ok(handlers) = v.child_rates_by(&schema::HTTP_REQUESTS, "status", Some("handler"), Keep::ALL) else {
+            return;
+        };
+        for (h, by) in handlers {
             let all = |by: &std::collections::BTreeMap<String, f64>| by.values().sum::<f64>();
             let r = by.as_ref().map_err(|e| *e).and_then(|by| {
                 let bad: f64 =

@@ -20,5 +20,7 @@ pub mod schema;
 pub mod scrape;
 pub mod window;
 
-pub use engine::{Derived, Engine, Evaluation, Join, MemoryBound, Objectives, Scale, SchemaEvent, Settings, TargetKey};
+pub use engine::{
+    Derived, Engine, Evaluation, Join, MemoryBound, Objectives, Scale, SchemaEvent, Settings, TargetKey, Touched,
+};
 pub use window::Skip;

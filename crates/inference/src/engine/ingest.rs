@@ -113,6 +113,12 @@ impl TargetState {
     }
 }
 
+/// The targets a batch brought samples of, each once and in key order, with
+/// the newest time it brought: what [`Engine::ingest`] returns. A batch is
+/// nearly always one scrape of one target, so a vector, not a map (a map
+/// cost an allocation and a tree walk per scrape).
+pub type Touched = Vec<(TargetKey, i64)>;
+
 /// A wire name interned by [`wire`], hashed and compared by address: every
 /// key and every lookup comes from that one table, so equal names are the
 /// same `&'static str`.
@@ -270,7 +276,7 @@ struct Seen {
 impl Engine {
     /// Takes a scrape's series (any number of targets); returns each target
     /// seen with the newest timestamp it brought.
-    pub fn ingest(&mut self, series: &[Series]) -> BTreeMap<TargetKey, i64> {
+    pub fn ingest(&mut self, series: &[Series]) -> Touched {
         // This runs on every series of every scrape, so it stays on borrowed
         // strings and touches a series only as far as needed: most names are
         // not inputs and cost one hash lookup. A batch is usually one scrape
@@ -485,6 +491,8 @@ impl Engine {
             }
             touched.insert(key, a.newest);
         }
+        // Each target once, in key order (a batch rarely holds several).
+        let touched: Touched = touched.into_iter().collect();
         self.forget_vanished(&touched);
         touched
     }
@@ -493,9 +501,9 @@ impl Engine {
     /// sample of theirs is within the retention of the newest one seen,
     /// with what was emitted for them: the state does not grow with target
     /// churn.
-    fn forget_vanished(&mut self, touched: &BTreeMap<TargetKey, i64>) {
+    fn forget_vanished(&mut self, touched: &[(TargetKey, i64)]) {
         let retention = self.retention_ms();
-        if let Some(newest) = touched.values().copied().max() {
+        if let Some(newest) = touched.iter().map(|(_, t)| *t).max() {
             // The sweep reads every target's state. On every batch that is
             // quadratic in the targets (100 targets scraped each second:
             // 10,000 reads a second, each a cache miss) for a cutoff that
@@ -510,7 +518,7 @@ impl Engine {
                 let gone: Vec<TargetKey> = self
                     .targets
                     .iter()
-                    .filter(|(k, st)| !touched.contains_key(*k) && st.newest_ms < cutoff)
+                    .filter(|(k, st)| !touched.iter().any(|(t, _)| t == *k) && st.newest_ms < cutoff)
                     .map(|(k, _)| k.clone())
                     .collect();
                 for k in gone {

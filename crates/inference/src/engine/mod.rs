@@ -22,6 +22,7 @@ mod view;
 mod vllm;
 
 pub use fleet::{Fleet, Row};
+pub use ingest::Touched;
 pub use rates::{Measures, Rates};
 pub use view::LabelPairs;
 

@@ -5,7 +5,6 @@
 use super::{Seen, TargetState, WireName, same_series, target_and_name};
 use crate::engine::{Engine, KeyRef, TargetKey};
 use infertel_model::{Labels, Series, is_stale_nan};
-use std::collections::BTreeMap;
 
 /// A shortcut for the usual batch: one target's scrape that repeats its
 /// last scrape series for series (the same interned label sets, in the same
@@ -75,7 +74,7 @@ impl Engine {
         series: &[Series],
         retention: i64,
         short_retention: i64,
-    ) -> Option<BTreeMap<TargetKey, i64>> {
+    ) -> Option<super::Touched> {
         #[cfg(test)]
         if super::tests::FULL_ONLY.with(|f| f.get()) {
             return None;
@@ -137,6 +136,6 @@ impl Engine {
         st.newest_ms = st.newest_ms.max(newest);
         st.keep_from(st.newest_ms.saturating_sub(short_retention), st.newest_ms.saturating_sub(retention));
         st.gone = false;
-        Some(BTreeMap::from([(key, newest)]))
+        Some(vec![(key, newest)])
     }
 }

@@ -115,7 +115,7 @@ impl InferenceProcessor {
             let touched = e.ingest(&batch.series);
             let every = e.settings.evaluation_interval_ms;
             let due: Vec<(&TargetKey, i64)> =
-                touched.iter().filter(|(k, t)| **t != i64::MIN && e.due(k, **t, every)).map(|(k, t)| (k, *t)).collect();
+                touched.iter().filter(|(k, t)| *t != i64::MIN && e.due(k, *t, every)).map(|(k, t)| (k, *t)).collect();
             due.into_iter().map(|(k, t)| e.evaluate(k, t)).collect()
         };
         let mut families = BTreeSet::new();

@@ -3,7 +3,7 @@
 //! its label sets' addresses (see [`Repeat`]).
 
 use super::{Seen, TargetState, WireName, same_series, target_and_name};
-use crate::engine::{Engine, KeyRef, TargetKey};
+use crate::engine::{Engine, KeyRef};
 use infertel_model::{Labels, Series, is_stale_nan};
 
 /// A shortcut for the usual batch: one target's scrape that repeats its

@@ -12,6 +12,9 @@ use std::ops::Range;
 
 pub type LabelPairs = Vec<(String, String)>;
 
+/// Per label value, a rate (see [`View::child_rates`]), or why there are none.
+pub(crate) type ChildRates = Result<BTreeMap<String, f64>, Skip>;
+
 // Both sorted bytewise (see `matches`). An engine group: vLLM's `engine`
 // and `model_name`, Dynamo's `model`, and where it runs.
 pub(crate) const VLLM_GROUP: &[&str; 7] = &["engine", "instance", "job", "model", "model_name", "namespace", "pod"];
@@ -231,7 +234,7 @@ impl<'a> View<'a> {
         by: &str,
         group: Option<&str>,
         keep: Keep<'_>,
-    ) -> Result<BTreeMap<String, Result<BTreeMap<String, f64>, Skip>>, Skip> {
+    ) -> Result<BTreeMap<String, ChildRates>, Skip> {
         let name = self.pick(input, "").ok_or(Skip::MissingInput)?;
         let created = crate::schema::CREATED_OF
             .iter()

@@ -10,7 +10,6 @@ use super::{Engine, Out, TargetKey};
 use crate::schema::{self, Schema, Source};
 use crate::window::{Skip, sustained_above_zero};
 use infertel_model::Labels;
-use std::collections::BTreeSet;
 
 /// The metric-name prefixes of an inference server's own series.
 fn prefixes(schema: Option<Schema>) -> &'static [&'static str] {

@@ -230,6 +230,25 @@ fn counter_reset_mid_window_is_corrected() {
     close(value(&v, "infertel_prompt_tokens_cached_ratio", None), 0.325);
 }
 
+/// What the receiver sends when discovery drops the vLLM target whose last
+/// scrape was `last`: a staleness marker at `t` on every series, `up`
+/// included.
+fn dropped(last: &[infertel_model::Series], t: i64) -> Vec<infertel_model::Series> {
+    let mut markers = stale_all(last, t);
+    markers.push(infertel_model::Series {
+        labels: infertel_model::Labels::from_pairs([
+            ("__name__", "up"),
+            ("instance", "10.0.1.23:8000"),
+            ("job", "vllm"),
+        ]),
+        samples: infertel_model::samples![infertel_model::Sample {
+            timestamp_ms: t,
+            value: infertel_model::stale_nan()
+        }],
+    });
+    markers
+}
+
 #[test]
 fn target_that_disappears_gets_stale_derived_series() {
     let (mut e, v, _) = article_pair(28_746.0, true);
@@ -242,21 +261,7 @@ fn target_that_disappears_gets_stale_derived_series() {
         "10.0.1.23:8000",
     )
     .unwrap();
-    // As the receiver does when discovery drops the target: a staleness
-    // marker on every series, `up` included.
-    let mut markers = stale_all(&last, T0 + MIN + 15_000);
-    markers.push(infertel_model::Series {
-        labels: infertel_model::Labels::from_pairs([
-            ("__name__", "up"),
-            ("instance", "10.0.1.23:8000"),
-            ("job", "vllm"),
-        ]),
-        samples: infertel_model::samples![infertel_model::Sample {
-            timestamp_ms: T0 + MIN + 15_000,
-            value: infertel_model::stale_nan()
-        }],
-    });
-    e.ingest(&markers);
+    e.ingest(&dropped(&last, T0 + MIN + 15_000));
     assert!(e.due(&vkey(), T0 + MIN + 15_000, 60_000), "a target that went away is evaluated at once");
     let gone = e.evaluate(&vkey(), T0 + MIN + 15_000);
     assert!(gone.derived.is_empty(), "{:?}", gone.derived);
@@ -308,19 +313,7 @@ fn derived_series_keep_their_label_sets_across_evaluations() {
         "10.0.1.23:8000",
     )
     .unwrap();
-    let mut markers = stale_all(&last, T0 + 90_000);
-    markers.push(infertel_model::Series {
-        labels: infertel_model::Labels::from_pairs([
-            ("__name__", "up"),
-            ("instance", "10.0.1.23:8000"),
-            ("job", "vllm"),
-        ]),
-        samples: infertel_model::samples![infertel_model::Sample {
-            timestamp_ms: T0 + 90_000,
-            value: infertel_model::stale_nan()
-        }],
-    });
-    e.ingest(&markers);
+    e.ingest(&dropped(&last, T0 + 90_000));
     let gone = e.evaluate(&vkey(), T0 + 90_000);
     assert!(!gone.stale.is_empty());
     assert_eq!(gone.stale.len(), gone.stale_series.len());

@@ -100,10 +100,60 @@ pub fn parse_as_prometheus_known<'a>(
     format: Format,
     known: &mut dyn KnownLines,
 ) -> Result<Exposition<'a>, ParseError> {
+    parse_as_prometheus_known_in(body, format, known, &mut Buffers::default())
+}
+
+/// [`parse_as_prometheus_known`] into the buffers of an earlier result
+/// (see [`Buffers`]).
+pub fn parse_as_prometheus_known_in<'a>(
+    body: &'a [u8],
+    format: Format,
+    known: &mut dyn KnownLines,
+    buffers: &mut Buffers,
+) -> Result<Exposition<'a>, ParseError> {
     match format {
-        Format::PrometheusText => text::parse(body, Some(known)),
+        Format::PrometheusText => text::parse_into(body, Some(known), buffers.lend()),
         Format::OpenMetrics => openmetrics::parse_as_prometheus(body),
     }
+}
+
+/// The vectors of an [`Exposition`] the caller is done with, emptied, for
+/// the next parse. A scrape loop parses body after body of about the same
+/// size; the sample table alone is some 170 KB for a 1,000-line body, and
+/// allocating it anew for every scrape made the heap grow and shrink by as
+/// much (a `brk` and fresh zeroed pages each time) and had `malloc` sort its
+/// free lists for a large block on every scrape.
+#[derive(Default)]
+pub struct Buffers {
+    families: Vec<Family<'static>>,
+    samples: Vec<ParsedSample<'static>>,
+    labels: Vec<Label<'static>>,
+}
+
+impl Buffers {
+    /// Keeps the vectors of `exp`, emptied (what they borrowed goes).
+    pub fn recycle(&mut self, exp: Exposition<'_>) {
+        self.families = emptied(exp.families);
+        self.samples = emptied(exp.samples);
+        self.labels = emptied(exp.labels);
+    }
+
+    fn lend<'a>(&mut self) -> Exposition<'a> {
+        Exposition {
+            families: emptied(std::mem::take(&mut self.families)),
+            samples: emptied(std::mem::take(&mut self.samples)),
+            labels: emptied(std::mem::take(&mut self.labels)),
+        }
+    }
+}
+
+/// `v`, emptied, as a vector of the same type with another lifetime, in
+/// the same allocation: collecting a `vec::IntoIter` reuses its buffer when
+/// the element layouts match, as they do here (only the lifetime differs).
+/// `buffers_are_reused` checks that the capacity comes through.
+fn emptied<T, U>(mut v: Vec<T>) -> Vec<U> {
+    v.clear();
+    v.into_iter().map(|_| -> U { unreachable!("the vector was emptied") }).collect()
 }
 
 /// What a scrape cache knows of a target's lines, for

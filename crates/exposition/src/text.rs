@@ -37,6 +37,15 @@ use crate::{Exposition, Family, Guess, KnownLines, Label, ParsedSample};
 pub(crate) type Known<'k> = &'k mut dyn KnownLines;
 
 pub(crate) fn parse<'a>(body: &'a [u8], known: Option<Known<'_>>) -> Result<Exposition<'a>, ParseError> {
+    parse_into(body, known, Exposition::default())
+}
+
+/// [`parse`] into `out`'s vectors (empty, lent by `Buffers`).
+pub(crate) fn parse_into<'a>(
+    body: &'a [u8],
+    known: Option<Known<'_>>,
+    out: Exposition<'a>,
+) -> Result<Exposition<'a>, ParseError> {
     // One validation pass over the whole body (fast on ASCII) instead of one
     // per token; tokens then are slices of a `str` (their boundaries are
     // ASCII bytes, so always char boundaries). An invalid body falls back to
@@ -44,16 +53,7 @@ pub(crate) fn parse<'a>(body: &'a [u8], known: Option<Known<'_>>) -> Result<Expo
     // cache's shortcut most lines are not read as text at all: the tokens
     // that are (metadata, new lines) are checked one by one.
     let text = if known.is_some() { None } else { std::str::from_utf8(body).ok() };
-    let mut p = Parser {
-        buf: body,
-        text,
-        pos: 0,
-        line: 1,
-        line_start: 0,
-        out: Exposition::default(),
-        by_name: HashMap::default(),
-        known,
-    };
+    let mut p = Parser { buf: body, text, pos: 0, line: 1, line_start: 0, out, by_name: HashMap::default(), known };
     // Size the outputs once: one sample per line at most, and a handful of
     // labels each, instead of growing (and copying) from empty every scrape.
     let lines = memchr::memchr_iter(b'\n', body).count() + 1;

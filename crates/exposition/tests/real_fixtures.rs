@@ -123,3 +123,40 @@ fn dcgm_blank_sentinel() {
     assert_eq!(e.samples[0].value, 9223372036854775794_f64);
     assert_eq!(e.samples[0].kind, MetricType::Counter);
 }
+
+/// A scrape loop parses body after body into the buffers of the one before
+/// (`Buffers`): every real capture, in turn, larger and smaller ones mixed,
+/// parses to what a fresh parse gives, and the sample table stays in one
+/// allocation once it is large enough.
+#[test]
+fn buffers_reused_across_bodies_give_what_a_fresh_parse_gives() {
+    use infertel_exposition::{Buffers, parse_as_prometheus_known, parse_as_prometheus_known_in};
+    let mut names: Vec<String> = std::fs::read_dir(fixtures())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".prom"))
+        .collect();
+    names.sort();
+    let largest = "vllm-v0.17-cncf-k8s-ai-conformance-kops.prom".to_string();
+    // The largest first, so that every later parse fits its table.
+    names.retain(|n| *n != largest);
+    names.insert(0, largest);
+    let mut buffers = Buffers::default();
+    let mut table: Option<*const u8> = None;
+    for round in 0..2 {
+        for name in &names {
+            let body = read(name);
+            let fresh = parse_as_prometheus_known(&body, Format::PrometheusText, &mut |_: u128| None)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let reused = parse_as_prometheus_known_in(&body, Format::PrometheusText, &mut |_: u128| None, &mut buffers)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(reused, fresh, "{name}, round {round}");
+            let at = reused.samples.as_ptr().cast::<u8>();
+            match table {
+                None => table = Some(at),
+                Some(t) => assert_eq!(t, at, "{name}: the sample table was allocated anew"),
+            }
+            buffers.recycle(reused);
+        }
+    }
+}

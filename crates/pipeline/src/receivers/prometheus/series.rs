@@ -8,7 +8,7 @@ use super::job::JobSettings;
 use super::scrape_cache::{NewSlot, SlotTable};
 use super::target::Target;
 use crate::status::trace::ScrapeFate;
-use infertel_exposition::{Format, Guess, KnownLines};
+use infertel_exposition::{Buffers, Format, Guess, KnownLines};
 use infertel_model::{Label, Labels, METRIC_NAME, Metadata, Sample, Series, stale_nan};
 use rustc_hash::FxHashMap;
 use std::time::Instant;
@@ -228,6 +228,33 @@ pub fn build_series(
     metadata: &mut Vec<Metadata>,
     want_metadata: bool,
 ) -> Result<ScrapeStats, ScrapeFailure> {
+    thread_local! {
+        /// The parser's tables, kept between the scrapes this thread runs
+        /// (see `infertel_exposition::Buffers`): one set per worker, not
+        /// per target, as only the scrape being parsed holds them.
+        static PARSE_BUFFERS: std::cell::RefCell<Buffers> = std::cell::RefCell::default();
+    }
+    PARSE_BUFFERS.with(|b| {
+        let mut buffers = b.take();
+        let r = build_series_in(body, content_type, ts, target, job, cache, out, metadata, want_metadata, &mut buffers);
+        b.replace(buffers);
+        r
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_series_in(
+    body: &[u8],
+    content_type: Option<&str>,
+    ts: i64,
+    target: &Target,
+    job: &JobSettings,
+    cache: &mut SeriesCache,
+    out: &mut Vec<Series>,
+    metadata: &mut Vec<Metadata>,
+    want_metadata: bool,
+    buffers: &mut Buffers,
+) -> Result<ScrapeStats, ScrapeFailure> {
     // A missing or unknown content type: the job's fallback_scrape_protocol.
     let known = content_type.is_some_and(|c| {
         let c = c.trim_start().to_ascii_lowercase();
@@ -246,23 +273,24 @@ pub fn build_series(
         format: Format,
         tracing: bool,
         known: &mut dyn KnownLines,
+        buffers: &mut Buffers,
     ) -> Result<infertel_exposition::Exposition<'a>, infertel_exposition::ParseError> {
         if tracing {
             infertel_exposition::parse_as_prometheus(body, format)
         } else {
-            infertel_exposition::parse_as_prometheus_known(body, format, known)
+            infertel_exposition::parse_as_prometheus_known_in(body, format, known, buffers)
         }
     }
     // A parse error fails the scrape after what came before the bad line
     // was read, as Prometheus appends line by line: the counts report it.
     let prefix: Vec<u8>;
-    let (exp, parse_error) = match parse(body, format, tracing, &mut known) {
+    let (exp, parse_error) = match parse(body, format, tracing, &mut known, buffers) {
         Ok(exp) => (exp, None),
         Err(e) => {
             prefix = readable_prefix(body, e.line, format);
             let failure = fail("parse", format!("parse error: {e}"));
             known.last = None;
-            match parse(&prefix, format, tracing, &mut known) {
+            match parse(&prefix, format, tracing, &mut known, buffers) {
                 Ok(exp) => (exp, Some(failure)),
                 Err(_) => return Err(failure),
             }
@@ -391,6 +419,7 @@ pub fn build_series(
         // known (Prometheus keeps them in its scrape cache).
         out.truncate(start_len);
         e.stats = Some(stats);
+        buffers.recycle(exp);
         return Err(e);
     }
     // Series of the previous scrape that did not come back go stale.
@@ -445,6 +474,7 @@ pub fn build_series(
             });
         }
     }
+    buffers.recycle(exp);
     Ok(stats)
 }
 

@@ -464,6 +464,12 @@ impl Engine {
             if a.any_live || a.kept {
                 let mut st = a.st.unwrap_or_default();
                 st.repeat = (clean && a.any_live && order.len() == series.len()).then(|| Repeat::of(&st, &order));
+                if st.repeat.is_some()
+                    && let Some(first) = order.first().and_then(|x| x.labels.as_ref())
+                {
+                    let targets = self.targets.len() + 1;
+                    self.hint(first.addr(), &key, targets);
+                }
                 st.order = order;
                 // The schema follows from the families alone, and they
                 // rarely change between scrapes.

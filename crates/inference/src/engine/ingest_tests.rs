@@ -296,6 +296,75 @@ fn a_scrape_of_the_same_length_with_other_series_is_not_taken_for_a_repeat() {
     }
 }
 
+/// The target of a batch is found by the address of its first label set
+/// (`Engine::firsts`), a hint that may be wrong: two targets scraped in
+/// turn, with jitter, whose hints are now and then pointed at the other
+/// target, at a target that does not exist, or dropped. After every scrape
+/// the state is the one the full ingest leaves, and most scrapes still
+/// take the shortcut.
+#[test]
+fn a_wrong_hint_for_the_target_costs_a_full_ingest_not_a_wrong_state() {
+    let names = [
+        "vllm:generation_tokens_total",
+        "vllm:prompt_tokens_total",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:e2e_request_latency_seconds_count",
+        "vllm:e2e_request_latency_seconds_sum",
+    ];
+    let set = |i: usize, instance: &str| {
+        Labels::from_pairs([("__name__", names[i]), ("engine", "0"), ("instance", instance), ("job", "v")])
+    };
+    let sets: Vec<Vec<Labels>> =
+        ["a:8000", "b:8000"].iter().map(|inst| (0..names.len()).map(|i| set(i, inst)).collect()).collect();
+    let keys = [TargetKey::new("v", "a:8000"), TargetKey::new("v", "b:8000"), TargetKey::new("v", "gone:1")];
+    let run = |full_only: bool| {
+        REPEATS.with(|r| r.set(0));
+        FULL_ONLY.with(|f| f.set(full_only));
+        let mut next = super::super::rows::tests::xorshift(0x9e37_79b9_7f4a_7c15);
+        let mut e = Engine::new(Settings { window_ms: 10_000, ..Settings::default() });
+        let mut states = Vec::new();
+        for k in 0..400i64 {
+            let target = (k % 2) as usize;
+            let t = 100_000 + (k / 2) * 1000 + target as i64 * 500 + (next() % 37) as i64;
+            if next() % 6 == 0 {
+                let addr = sets[target][0].addr();
+                match next() % 3 {
+                    0 => {
+                        e.firsts.insert(addr, keys[1 - target].clone());
+                    }
+                    1 => {
+                        e.firsts.insert(addr, keys[2].clone());
+                    }
+                    _ => {
+                        e.firsts.remove(&addr);
+                    }
+                }
+            }
+            let batch: Vec<Series> = sets[target]
+                .iter()
+                .enumerate()
+                .map(|(i, l)| Series {
+                    labels: l.clone(),
+                    samples: infertel_model::samples![Sample { timestamp_ms: t, value: (k * 8 + i as i64) as f64 }],
+                })
+                .collect();
+            e.ingest(&batch);
+            states.push(state(&e));
+        }
+        (states, REPEATS.with(|r| r.get()))
+    };
+    let (full, none) = run(true);
+    assert_eq!(none, 0);
+    let (short, repeats) = run(false);
+    FULL_ONLY.with(|f| f.set(false));
+    assert!(repeats > 250, "{repeats} of 400 scrapes took the shortcut");
+    for (k, (a, b)) in full.iter().zip(&short).enumerate() {
+        let first = a.iter().zip(b).find(|(x, y)| x != y);
+        assert!(a.len() == b.len() && first.is_none(), "state after scrape {k}: {first:?}");
+    }
+}
+
 /// Only the histograms whose buckets a figure reads keep their `_bucket`
 /// series; the others keep `_sum` and `_count`, which their figures read.
 #[test]

@@ -255,6 +255,9 @@ pub struct Engine {
     swept_ms: i64,
     /// Reused buffer for a batch's label-set addresses (see `ingest_repeat`).
     addrs: Vec<u8>,
+    /// The address of the first label set of a target's last clean scrape,
+    /// to its key (see `ingest_repeat`). A hint, checked before use.
+    firsts: rustc_hash::FxHashMap<usize, TargetKey>,
 }
 
 /// Collects derived values and skip reasons during one evaluation.
@@ -301,7 +304,14 @@ impl Out {
 
 impl Engine {
     pub fn new(settings: Settings) -> Self {
-        Engine { settings, targets: BTreeMap::new(), emitted: HashMap::new(), swept_ms: i64::MIN, addrs: Vec::new() }
+        Engine {
+            settings,
+            targets: BTreeMap::new(),
+            emitted: HashMap::new(),
+            swept_ms: i64::MIN,
+            addrs: Vec::new(),
+            firsts: Default::default(),
+        }
     }
 
     /// How long the samples of the longest-kept inputs are kept, and so how

@@ -3,7 +3,7 @@
 //! its label sets' addresses (see [`Repeat`]).
 
 use super::{Seen, TargetState, WireName, same_series, target_and_name};
-use crate::engine::{Engine, KeyRef};
+use crate::engine::{Engine, KeyRef, TargetKey};
 use infertel_model::{Labels, Series, is_stale_nan};
 
 /// A shortcut for the usual batch: one target's scrape that repeats its
@@ -80,11 +80,25 @@ impl Engine {
             return None;
         }
         let first = series.first()?;
-        let (Some(job), Some(instance), _) = target_and_name(&first.labels) else { return None };
-        // Found by borrowed strings: building the key would cost two
-        // allocations per scrape.
-        let (key, _) = self.targets.get_key_value(&(job, instance) as &dyn KeyRef)?;
-        let key = key.clone();
+        // The target, by the address of its first label set when that is
+        // the one its last clean scrape began with: reading the job and
+        // instance out of the set loads lines the receiver did not touch
+        // (it passes known sets on by reference), a cache miss or two per
+        // scrape. The hint is checked below like any other guess: the
+        // batch is taken as a repeat only if it equals the target's order
+        // series for series, so a stale hint costs one full ingest.
+        let hinted = self.firsts.get(&first.labels.addr()).cloned();
+        let key = match &hinted {
+            Some(key) => key.clone(),
+            None => {
+                let (Some(job), Some(instance), _) = target_and_name(&first.labels) else { return None };
+                // Found by borrowed strings: building the key would cost two
+                // allocations per scrape.
+                let (key, _) = self.targets.get_key_value(&(job, instance) as &dyn KeyRef)?;
+                key.clone()
+            }
+        };
+        let targets = self.targets.len();
         let st = self.targets.get_mut(&key)?;
         let repeat = st.repeat.as_mut()?;
         if st.order.len() != series.len() {
@@ -132,10 +146,25 @@ impl Engine {
         }
         #[cfg(test)]
         super::tests::REPEATS.with(|r| r.set(r.get() + 1));
+        let hint = hinted.is_none().then(|| first.labels.addr());
         st.rows.set_last(repeat.inputs.iter().map(|&(at, column)| (column, series[at as usize].samples[0].value)));
         st.newest_ms = st.newest_ms.max(newest);
         st.keep_from(st.newest_ms.saturating_sub(short_retention), st.newest_ms.saturating_sub(retention));
         st.gone = false;
+        if let Some(addr) = hint {
+            self.hint(addr, &key, targets);
+        }
         Some(vec![(key, newest)])
+    }
+
+    /// Notes that a batch beginning with the label set at `addr` is
+    /// `key`'s (see `firsts`), over a wrong hint if there was one.
+    pub(super) fn hint(&mut self, addr: usize, key: &TargetKey, targets: usize) {
+        // Stale hints (sets a source built anew, targets gone) are dropped
+        // wholesale when they outnumber the targets.
+        if self.firsts.len() > 2 * targets + 16 {
+            self.firsts.clear();
+        }
+        self.firsts.insert(addr, key.clone());
     }
 }

@@ -11,7 +11,9 @@
 //! their label sets built once per target, as the scrape loop keeps them.
 //! With `--relabel` the job has the two `metric_relabel_configs` rules of
 //! `bench/infertel-with-processors` (drop `python_gc_.*`, labeldrop
-//! `pod_uid`).
+//! `pod_uid`). With `--body FILE` the targets serve that file instead of
+//! `benches/data/node-1000.prom` (peer-bench's body: `gen_fixture.py
+//! --series 1000`).
 
 use infertel_model::Batch;
 use infertel_model::Labels;
@@ -37,6 +39,10 @@ const BODY: &[u8] = include_bytes!("../benches/data/node-1000.prom");
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let n: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(200);
+    let body: Vec<u8> = match args.iter().position(|a| a == "--body").and_then(|i| args.get(i + 1)) {
+        Some(path) => std::fs::read(path).unwrap_or_else(|e| panic!("--body {path}: {e}")),
+        None => BODY.to_vec(),
+    };
     let inference_targets: Option<usize> =
         args.iter().position(|a| a == "--inference").and_then(|i| args.get(i + 1)).and_then(|a| a.parse().ok());
     let processor = inference_targets.map(|_| {
@@ -86,7 +92,7 @@ fn main() {
         let mut md = Vec::new();
         let k = i % targets.len();
         let now_ms = 1_700_000_000_000 + (i / targets.len()) as i64 * 1000;
-        build_series(BODY, None, now_ms, &targets[k], &j, &mut caches[k], &mut series, &mut md, false)
+        build_series(&body, None, now_ms, &targets[k], &j, &mut caches[k], &mut series, &mut md, false)
             .expect("fixture");
         if report {
             for labels in &reports[k] {

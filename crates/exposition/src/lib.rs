@@ -131,8 +131,18 @@ pub struct Buffers {
 }
 
 impl Buffers {
-    /// Keeps the vectors of `exp`, emptied (what they borrowed goes).
+    /// Tables longer than this are not kept (a sample entry is 144 bytes:
+    /// 9 MB), so one huge body does not pin its memory for good.
+    pub const KEEP_LINES: usize = 1 << 16;
+
+    /// Keeps the vectors of `exp`, emptied (what they borrowed goes),
+    /// unless one grew past [`Self::KEEP_LINES`].
     pub fn recycle(&mut self, exp: Exposition<'_>) {
+        let huge = exp.samples.capacity().max(exp.labels.capacity()).max(exp.families.capacity()) > Self::KEEP_LINES;
+        if huge {
+            *self = Buffers::default();
+            return;
+        }
         self.families = emptied(exp.families);
         self.samples = emptied(exp.samples);
         self.labels = emptied(exp.labels);
@@ -150,7 +160,8 @@ impl Buffers {
 /// `v`, emptied, as a vector of the same type with another lifetime, in
 /// the same allocation: collecting a `vec::IntoIter` reuses its buffer when
 /// the element layouts match, as they do here (only the lifetime differs).
-/// `buffers_are_reused` checks that the capacity comes through.
+/// `buffers_reused_across_bodies_give_what_a_fresh_parse_gives`
+/// (`tests/real_fixtures.rs`) checks that the allocation comes through.
 fn emptied<T, U>(mut v: Vec<T>) -> Vec<U> {
     v.clear();
     v.into_iter().map(|_| -> U { unreachable!("the vector was emptied") }).collect()

@@ -160,3 +160,24 @@ fn buffers_reused_across_bodies_give_what_a_fresh_parse_gives() {
         }
     }
 }
+
+/// A body past `Buffers::KEEP_LINES` lines is parsed, but its tables are
+/// not kept: the next parse starts afresh (and is still right).
+#[test]
+fn buffers_do_not_keep_a_huge_body_s_tables() {
+    use infertel_exposition::{Buffers, parse_as_prometheus_known_in};
+    let mut huge = String::new();
+    for i in 0..Buffers::KEEP_LINES + 10 {
+        huge.push_str(&format!("x{{i=\"{i}\"}} {i}\n"));
+    }
+    let mut buffers = Buffers::default();
+    let e = parse_as_prometheus_known_in(huge.as_bytes(), Format::PrometheusText, &mut |_: u128| None, &mut buffers)
+        .expect("parses");
+    assert_eq!(e.samples.len(), Buffers::KEEP_LINES + 10);
+    buffers.recycle(e);
+    let body = read("dcgm-exporter-kops-l4.prom");
+    let e =
+        parse_as_prometheus_known_in(&body, Format::PrometheusText, &mut |_: u128| None, &mut buffers).expect("parses");
+    assert!(e.samples.capacity() < Buffers::KEEP_LINES, "the huge table was kept");
+    assert_eq!(e.samples.len(), 23);
+}

@@ -13,6 +13,17 @@ fn fixtures() -> PathBuf {
     }
 }
 
+/// The `.prom` files of the fixtures folder, sorted.
+fn fixture_names() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(fixtures())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".prom"))
+        .collect();
+    names.sort();
+    names
+}
+
 fn read(name: &str) -> Vec<u8> {
     std::fs::read(fixtures().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
@@ -35,12 +46,7 @@ fn every_fixture_parses_with_expected_counts() {
         ("vllm-v0.6.4-v0engine-vllm-docs-truncated.prom", 9),
         ("vllm-v0.7-v0engine-aibrix-docs.prom", 29),
     ];
-    let mut on_disk: Vec<String> = std::fs::read_dir(fixtures())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
-        .filter(|n| n.ends_with(".prom"))
-        .collect();
-    on_disk.sort();
+    let on_disk = fixture_names();
     assert_eq!(on_disk, expected.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>());
     for (name, count) in expected {
         let body = read(name);
@@ -131,12 +137,7 @@ fn dcgm_blank_sentinel() {
 #[test]
 fn buffers_reused_across_bodies_give_what_a_fresh_parse_gives() {
     use infertel_exposition::{Buffers, parse_as_prometheus_known, parse_as_prometheus_known_in};
-    let mut names: Vec<String> = std::fs::read_dir(fixtures())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
-        .filter(|n| n.ends_with(".prom"))
-        .collect();
-    names.sort();
+    let mut names = fixture_names();
     let largest = "vllm-v0.17-cncf-k8s-ai-conformance-kops.prom".to_string();
     // The largest first, so that every later parse fits its table.
     names.retain(|n| *n != largest);

@@ -39,6 +39,16 @@ fn state(e: &Engine) -> Vec<String> {
     out
 }
 
+/// Fails at the first scrape after which the shortcut's state (`short`)
+/// differs from the full ingest's (`full`), naming it and the first line.
+fn assert_same_states(full: &[Vec<String>], short: &[Vec<String>], what: &str) {
+    assert_eq!(full.len(), short.len(), "{what}");
+    for (k, (a, b)) in full.iter().zip(short).enumerate() {
+        let first = a.iter().zip(b).find(|(x, y)| x != y);
+        assert!(a.len() == b.len() && first.is_none(), "state after scrape {k} ({what}): {first:?}");
+    }
+}
+
 /// Scrapes that repeat the last one take the shortcut, and leave the
 /// state the full ingest leaves: through a series that goes away for
 /// longer than the retention (so the entries after it move), a stale
@@ -137,11 +147,7 @@ fn repeats_take_the_shortcut_and_leave_the_state_a_full_ingest_leaves() {
         let (short, short_derived, repeats) = run(fresh, false);
         // All but the scrapes that change something, and the one after each.
         assert!(repeats > 380, "{repeats} of 400 scrapes took the shortcut (fresh: {fresh})");
-        assert_eq!(full.len(), short.len());
-        for (k, (a, b)) in full.iter().zip(&short).enumerate() {
-            let first = a.iter().zip(b).find(|(x, y)| x != y);
-            assert!(a.len() == b.len() && first.is_none(), "state after scrape {k} (fresh: {fresh}): {first:?}");
-        }
+        assert_same_states(&full, &short, &format!("fresh: {fresh}"));
         assert_eq!(full_derived, short_derived, "fresh: {fresh}");
     }
     FULL_ONLY.with(|f| f.set(false));
@@ -290,10 +296,7 @@ fn a_scrape_of_the_same_length_with_other_series_is_not_taken_for_a_repeat() {
     // About half the scrapes change nothing, and the one after a change
     // sets the shortcut up again.
     assert!(repeats > 150, "{repeats} of 600 scrapes took the shortcut");
-    for (k, (a, b)) in full.iter().zip(&short).enumerate() {
-        let first = a.iter().zip(b).find(|(x, y)| x != y);
-        assert!(a.len() == b.len() && first.is_none(), "state after scrape {k}: {first:?}");
-    }
+    assert_same_states(&full, &short, "");
 }
 
 /// The target of a batch is found by the address of its first label set
@@ -327,7 +330,7 @@ fn a_wrong_hint_for_the_target_costs_a_full_ingest_not_a_wrong_state() {
         for k in 0..400i64 {
             let target = (k % 2) as usize;
             let t = 100_000 + (k / 2) * 1000 + target as i64 * 500 + (next() % 37) as i64;
-            if next() % 6 == 0 {
+            if next().is_multiple_of(6) {
                 let addr = sets[target][0].addr();
                 match next() % 3 {
                     0 => {
@@ -359,10 +362,7 @@ fn a_wrong_hint_for_the_target_costs_a_full_ingest_not_a_wrong_state() {
     let (short, repeats) = run(false);
     FULL_ONLY.with(|f| f.set(false));
     assert!(repeats > 250, "{repeats} of 400 scrapes took the shortcut");
-    for (k, (a, b)) in full.iter().zip(&short).enumerate() {
-        let first = a.iter().zip(b).find(|(x, y)| x != y);
-        assert!(a.len() == b.len() && first.is_none(), "state after scrape {k}: {first:?}");
-    }
+    assert_same_states(&full, &short, "");
 }
 
 /// Only the histograms whose buckets a figure reads keep their `_bucket`

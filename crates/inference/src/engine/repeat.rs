@@ -87,15 +87,16 @@ impl Engine {
         // scrape. The hint is checked below like any other guess: the
         // batch is taken as a repeat only if it equals the target's order
         // series for series, so a stale hint costs one full ingest.
-        let hinted = self.firsts.get(&first.labels.addr()).cloned();
-        let key = match &hinted {
-            Some(key) => key.clone(),
+        let addr = first.labels.addr();
+        // `hint`: the address to note once the batch proves a repeat.
+        let (key, hint) = match self.firsts.get(&addr) {
+            Some(key) => (key.clone(), None),
             None => {
                 let (Some(job), Some(instance), _) = target_and_name(&first.labels) else { return None };
                 // Found by borrowed strings: building the key would cost two
                 // allocations per scrape.
                 let (key, _) = self.targets.get_key_value(&(job, instance) as &dyn KeyRef)?;
-                key.clone()
+                (key.clone(), Some(addr))
             }
         };
         let targets = self.targets.len();
@@ -146,7 +147,6 @@ impl Engine {
         }
         #[cfg(test)]
         super::tests::REPEATS.with(|r| r.set(r.get() + 1));
-        let hint = hinted.is_none().then(|| first.labels.addr());
         st.rows.set_last(repeat.inputs.iter().map(|&(at, column)| (column, series[at as usize].samples[0].value)));
         st.newest_ms = st.newest_ms.max(newest);
         st.keep_from(st.newest_ms.saturating_sub(short_retention), st.newest_ms.saturating_sub(retention));

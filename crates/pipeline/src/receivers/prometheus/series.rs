@@ -213,6 +213,30 @@ fn add_external(v: &mut Vec<Label>, external: &[Label]) {
     }
 }
 
+/// The parser's tables (see `infertel_exposition::Buffers`), kept between
+/// the scrapes a thread runs: one set per worker, not per target, as only
+/// the scrape being parsed holds them. Lent for one `build_series` and
+/// given back on drop, so every return keeps them.
+struct ParseBuffers(Buffers);
+
+thread_local! {
+    static PARSE_BUFFERS: std::cell::RefCell<Buffers> = std::cell::RefCell::default();
+}
+
+impl ParseBuffers {
+    fn lend() -> ParseBuffers {
+        ParseBuffers(PARSE_BUFFERS.with(|b| b.take()))
+    }
+}
+
+impl Drop for ParseBuffers {
+    fn drop(&mut self) {
+        let kept = std::mem::take(&mut self.0);
+        // Not kept if the thread is already tearing its locals down.
+        let _ = PARSE_BUFFERS.try_with(|b| b.replace(kept));
+    }
+}
+
 /// Turns a parsed body into series, updating the cache. On error the cache
 /// is left as before the scrape (the caller then marks everything stale).
 // The scrape's inputs and its two output buffers (reused across scrapes).
@@ -228,33 +252,10 @@ pub fn build_series(
     metadata: &mut Vec<Metadata>,
     want_metadata: bool,
 ) -> Result<ScrapeStats, ScrapeFailure> {
-    thread_local! {
-        /// The parser's tables, kept between the scrapes this thread runs
-        /// (see `infertel_exposition::Buffers`): one set per worker, not
-        /// per target, as only the scrape being parsed holds them.
-        static PARSE_BUFFERS: std::cell::RefCell<Buffers> = std::cell::RefCell::default();
-    }
-    PARSE_BUFFERS.with(|b| {
-        let mut buffers = b.take();
-        let r = build_series_in(body, content_type, ts, target, job, cache, out, metadata, want_metadata, &mut buffers);
-        b.replace(buffers);
-        r
-    })
-}
-
-#[allow(clippy::too_many_arguments)]
-fn build_series_in(
-    body: &[u8],
-    content_type: Option<&str>,
-    ts: i64,
-    target: &Target,
-    job: &JobSettings,
-    cache: &mut SeriesCache,
-    out: &mut Vec<Series>,
-    metadata: &mut Vec<Metadata>,
-    want_metadata: bool,
-    buffers: &mut Buffers,
-) -> Result<ScrapeStats, ScrapeFailure> {
+    // The parser's tables, lent by this thread for the scrape and given
+    // back when it returns, whichever way (see `ParseBuffers`).
+    let mut lent = ParseBuffers::lend();
+    let buffers = &mut lent.0;
     // A missing or unknown content type: the job's fallback_scrape_protocol.
     let known = content_type.is_some_and(|c| {
         let c = c.trim_start().to_ascii_lowercase();

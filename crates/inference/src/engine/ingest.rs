@@ -464,12 +464,8 @@ impl Engine {
             if a.any_live || a.kept {
                 let mut st = a.st.unwrap_or_default();
                 st.repeat = (clean && a.any_live && order.len() == series.len()).then(|| Repeat::of(&st, &order));
-                if st.repeat.is_some()
-                    && let Some(first) = order.first().and_then(|x| x.labels.as_ref())
-                {
-                    let targets = self.targets.len() + 1;
-                    self.hint(first.addr(), &key, targets);
-                }
+                // The address the next repeat will begin with.
+                let first = st.repeat.as_ref().and(order.first()).and_then(|x| x.labels.as_ref()).map(|l| l.addr());
                 st.order = order;
                 // The schema follows from the families alone, and they
                 // rarely change between scrapes.
@@ -484,7 +480,10 @@ impl Engine {
                 if st.node.is_none() {
                     st.node = Some(super::gpu::scan_node(&st));
                 }
-                self.targets.insert(key.clone(), st);
+                let slot = self.targets.insert(key.clone(), st);
+                if let Some(addr) = first {
+                    self.hint(addr, slot, self.targets.len());
+                }
             } else if let Some(mut st) = a.st {
                 st.repeat = None;
                 st.order = order;

@@ -18,6 +18,7 @@ mod gpu;
 mod ingest;
 mod rates;
 mod rows;
+mod targets;
 mod view;
 mod vllm;
 
@@ -29,7 +30,6 @@ pub use view::LabelPairs;
 use crate::schema::{self, Schema, Source};
 use crate::window::Skip;
 use infertel_model::{Label, Labels, METRIC_NAME};
-use ingest::TargetState;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use view::View;
@@ -249,15 +249,16 @@ fn label_set(name: &str, labels: &LabelPairs) -> Labels {
 #[derive(Clone)]
 pub struct Engine {
     pub settings: Settings,
-    pub(crate) targets: BTreeMap<TargetKey, TargetState>,
+    pub(crate) targets: targets::Targets,
     emitted: HashMap<TargetKey, Emitted>,
     /// The newest scrape time when vanished targets were last looked for.
     swept_ms: i64,
     /// Reused buffer for a batch's label-set addresses (see `ingest_repeat`).
     addrs: Vec<u8>,
     /// The address of the first label set of a target's last clean scrape,
-    /// to its key (see `ingest_repeat`). A hint, checked before use.
-    firsts: rustc_hash::FxHashMap<usize, TargetKey>,
+    /// to its slot in `targets` (see `ingest_repeat`). A hint, checked
+    /// before use.
+    firsts: rustc_hash::FxHashMap<usize, targets::Slot>,
 }
 
 /// Collects derived values and skip reasons during one evaluation.
@@ -306,7 +307,7 @@ impl Engine {
     pub fn new(settings: Settings) -> Self {
         Engine {
             settings,
-            targets: BTreeMap::new(),
+            targets: Default::default(),
             emitted: HashMap::new(),
             swept_ms: i64::MIN,
             addrs: Vec::new(),
@@ -333,7 +334,7 @@ impl Engine {
     /// would repeat nearly the same numbers at a cost in CPU; aligning to the
     /// interval's grid keeps a steady cadence whatever the scrape jitter.
     pub fn due(&self, key: &TargetKey, t: i64, interval_ms: i64) -> bool {
-        let Some(st) = self.targets.get(key) else { return true };
+        let Some(st) = self.targets.get_recent(key) else { return true };
         if interval_ms <= 0 || st.evaluated_ms == i64::MIN {
             return true;
         }

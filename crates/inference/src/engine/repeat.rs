@@ -2,8 +2,9 @@
 //! last one series for series is stored by position, known by one hash of
 //! its label sets' addresses (see [`Repeat`]).
 
+use super::super::targets::Slot;
 use super::{Seen, TargetState, WireName, same_series, target_and_name};
-use crate::engine::{Engine, KeyRef, TargetKey};
+use crate::engine::{Engine, KeyRef};
 use infertel_model::{Labels, Series, is_stale_nan};
 
 /// A shortcut for the usual batch: one target's scrape that repeats its
@@ -89,18 +90,19 @@ impl Engine {
         // series for series, so a stale hint costs one full ingest.
         let addr = first.labels.addr();
         // `hint`: the address to note once the batch proves a repeat.
-        let (key, hint) = match self.firsts.get(&addr) {
-            Some(key) => (key.clone(), None),
+        let (slot, hint) = match self.firsts.get(&addr) {
+            Some(&slot) => (slot, None),
             None => {
                 let (Some(job), Some(instance), _) = target_and_name(&first.labels) else { return None };
                 // Found by borrowed strings: building the key would cost two
                 // allocations per scrape.
-                let (key, _) = self.targets.get_key_value(&(job, instance) as &dyn KeyRef)?;
-                (key.clone(), Some(addr))
+                (self.targets.slot(&(job, instance) as &dyn KeyRef)?, Some(addr))
             }
         };
         let targets = self.targets.len();
-        let st = self.targets.get_mut(&key)?;
+        // The slot's own key: a hint may name a slot another target took
+        // since, and then the checks below fail on its order.
+        let (key, st) = self.targets.at_mut(slot)?;
         let repeat = st.repeat.as_mut()?;
         if st.order.len() != series.len() {
             return None;
@@ -151,20 +153,21 @@ impl Engine {
         st.newest_ms = st.newest_ms.max(newest);
         st.keep_from(st.newest_ms.saturating_sub(short_retention), st.newest_ms.saturating_sub(retention));
         st.gone = false;
+        let key = key.clone();
         if let Some(addr) = hint {
-            self.hint(addr, &key, targets);
+            self.hint(addr, slot, targets);
         }
         Some(vec![(key, newest)])
     }
 
-    /// Notes that a batch beginning with the label set at `addr` is
-    /// `key`'s (see `firsts`), over a wrong hint if there was one.
-    pub(super) fn hint(&mut self, addr: usize, key: &TargetKey, targets: usize) {
+    /// Notes that a batch beginning with the label set at `addr` is the
+    /// target's in `slot` (see `firsts`), over a wrong hint if there was one.
+    pub(super) fn hint(&mut self, addr: usize, slot: Slot, targets: usize) {
         // Stale hints (sets a source built anew, targets gone) are dropped
         // wholesale when they outnumber the targets.
         if self.firsts.len() > 2 * targets + 16 {
             self.firsts.clear();
         }
-        self.firsts.insert(addr, key.clone());
+        self.firsts.insert(addr, slot);
     }
 }

@@ -51,7 +51,19 @@ pub(crate) struct Rows {
     /// starts at or after it holds no reset, so the counter's increase over
     /// it is its last value minus its first (see [`increase`](Self::increase)).
     breaks: Vec<i64>,
+    /// How far back the rows reach when they are expired (newest time
+    /// minus the last cutoff, see [`expire`](Self::expire)): with the
+    /// interval between the last two rows, how many rows the ring will
+    /// hold once the target is steady.
+    span_ms: i64,
+    /// Times the rows were laid out again (for tests).
+    #[cfg(test)]
+    pub(crate) relayouts: u32,
 }
+
+/// The most rows the ring grows to at once for its span (see
+/// [`Rows::room`]); past it, it grows a quarter at a time.
+const ROWS_FOR_SPAN_MAX: usize = 1024;
 
 impl Rows {
     /// A column for a new series, absent in every row.
@@ -80,6 +92,10 @@ impl Rows {
     /// a row and room for `capacity` rows, with an absent row before row
     /// `insert` if given (its time is set by the caller).
     fn relayout(&mut self, stride: usize, capacity: usize, insert: Option<usize>) {
+        #[cfg(test)]
+        {
+            self.relayouts += 1;
+        }
         let mut values = vec![f64::from_bits(ABSENT_BITS); capacity * stride];
         let mut to = 0;
         for r in 0..self.times.len() {
@@ -97,10 +113,20 @@ impl Rows {
         self.breaks.resize(stride, i64::MIN);
     }
 
-    /// Room for one more row: the ring grows by a quarter when full.
+    /// Room for one more row. A full ring grows to the rows its span holds
+    /// at the interval between its last two rows, when that is known and
+    /// more than a quarter more: grown a quarter at a time, the rows of a
+    /// target scraped each second (a 180 s span) were laid out again eight
+    /// times in its first three minutes, the last ones copying 300 KB.
     fn room(&mut self) {
-        if self.times.len() == self.capacity {
-            self.relayout(self.stride, self.capacity + self.capacity / 4 + 8, None);
+        let n = self.times.len();
+        if n == self.capacity {
+            let quarter = self.capacity + self.capacity / 4 + 8;
+            let step = n.checked_sub(2).map_or(0, |r| self.times[n - 1] - self.times[r]);
+            // An eighth more for a jittered interval.
+            let rows = if step > 0 && self.span_ms > 0 { (self.span_ms / step) as usize } else { 0 };
+            let for_span = if rows > 0 { rows + rows / 8 + 8 } else { 0 };
+            self.relayout(self.stride, quarter.max(for_span.min(ROWS_FOR_SPAN_MAX)), None);
         }
     }
 
@@ -226,6 +252,9 @@ impl Rows {
 
     /// Drops the rows before `cutoff`: the ring's start moves past them.
     pub(crate) fn expire(&mut self, cutoff: i64) {
+        if let Some(&newest) = self.times.back() {
+            self.span_ms = newest.saturating_sub(cutoff);
+        }
         while self.times.front().is_some_and(|&t| t < cutoff) {
             self.times.pop_front();
             self.head += 1;
@@ -363,6 +392,33 @@ pub(crate) mod tests {
 
     fn col(r: &Rows, c: u32) -> Vec<(i64, f64)> {
         r.samples(c, 0..r.times.len()).map(|s| (s.timestamp_ms, s.value)).collect()
+    }
+
+    /// A target scraped about every second (jittered), its rows expired to
+    /// a 180 s span as the engine expires them: the ring is laid out again
+    /// a few times while the interval is unknown, then once for the span,
+    /// and holds every row of the span without growing again; the values
+    /// read back are those written.
+    #[test]
+    fn the_ring_grows_once_to_its_span() {
+        let mut next = xorshift(7);
+        let mut r = Rows::default();
+        let c = r.column();
+        let mut t = 1_000_000i64;
+        let mut written = Vec::new();
+        for k in 0..600 {
+            t += 1000 + (next() % 41) as i64 - 20;
+            assert!(r.push_row(t));
+            r.set_last(std::iter::once((c, k as f64)));
+            written.push((t, k as f64));
+            r.expire(t - 180_000);
+        }
+        // Growth to the span came at the first full ring with two rows;
+        // the rows in the span at about 1 s fit with the margin.
+        assert!(r.relayouts <= 3, "laid out again {} times", r.relayouts);
+        assert!(r.capacity >= 190 && r.capacity <= 230, "capacity {}", r.capacity);
+        let kept: Vec<(i64, f64)> = written.iter().copied().filter(|&(x, _)| x >= t - 180_000).collect();
+        assert_eq!(col(&r, c), kept);
     }
 
     /// Rows keep each column's samples as a per-series window would: in

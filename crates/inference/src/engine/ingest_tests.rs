@@ -18,7 +18,7 @@ thread_local! {
 /// the families, schema, node and liveness.
 fn state(e: &Engine) -> Vec<String> {
     let mut out = Vec::new();
-    for (k, st) in &e.targets {
+    for (k, st) in e.targets.iter() {
         out.push(format!(
             "{k:?} families={:?} engine={} detected={:?} newest={} gone={} node={:?}",
             st.families, st.engine_label, st.detected, st.newest_ms, st.gone, st.node

@@ -85,11 +85,10 @@ impl Targets {
     /// Sets `key`'s state, in its slot if it has one, else in a free one;
     /// returns the slot.
     pub(crate) fn insert(&mut self, key: TargetKey, st: TargetState) -> Slot {
-        if let Some(&slot) = self.index.get(&key) {
+        if let Some((k, &slot)) = self.index.get_key_value(&key) {
             // The key the index holds stays the slot's key too (one set of
             // strings per target, compared by address in `get_recent`).
-            let k = self.index.get_key_value(&key).map(|(k, _)| k.clone()).unwrap_or(key);
-            self.slots[slot as usize] = Some((k, st));
+            self.slots[slot as usize] = Some((k.clone(), st));
             return slot;
         }
         let slot = match self.free.pop() {
@@ -126,14 +125,6 @@ impl Targets {
 
     pub(crate) fn values(&self) -> impl Iterator<Item = &TargetState> {
         self.iter().map(|(_, st)| st)
-    }
-}
-
-impl<'a> IntoIterator for &'a Targets {
-    type Item = (&'a TargetKey, &'a TargetState);
-    type IntoIter = Box<dyn Iterator<Item = Self::Item> + 'a>;
-    fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
     }
 }
 

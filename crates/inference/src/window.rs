@@ -162,6 +162,40 @@ pub fn increase(samples: &[Sample]) -> Result<Increase, Skip> {
 /// inside the bucket, the highest finite bound when the rank falls in +Inf.
 /// `None` where Prometheus returns NaN (no +Inf bucket, no observations).
 pub fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
+    if q.is_nan() || q < 0.0 || q > 1.0 {
+        return quantile_of(q, &[]);
+    }
+    quantile_of(q, &cumulative(buckets)?)
+}
+
+/// A histogram's buckets as [`histogram_quantile`] and [`share_within`]
+/// read them (sorted, merged, monotonic), worked out once for the several
+/// quantiles and shares an evaluation reads of one histogram.
+#[derive(Clone, Debug)]
+pub struct Cumulative(Option<Vec<(f64, f64)>>);
+
+impl Cumulative {
+    pub fn of(buckets: &[(f64, f64)]) -> Cumulative {
+        Cumulative(cumulative(buckets))
+    }
+
+    /// What [`histogram_quantile`] gives for these buckets.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        if q.is_nan() || q < 0.0 || q > 1.0 {
+            return quantile_of(q, &[]);
+        }
+        quantile_of(q, self.0.as_deref()?)
+    }
+
+    /// What [`share_within`] gives for these buckets.
+    pub fn share_within(&self, objective: f64) -> Option<ShareWithin> {
+        share_within_of(objective, self.0.as_deref()?)
+    }
+}
+
+/// [`histogram_quantile`] of `merged` (from [`cumulative`]); `merged` is
+/// not read for a `q` outside 0..=1.
+fn quantile_of(q: f64, merged: &[(f64, f64)]) -> Option<f64> {
     if q.is_nan() {
         return None;
     }
@@ -171,7 +205,6 @@ pub fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
     if q > 1.0 {
         return Some(f64::INFINITY);
     }
-    let merged = cumulative(buckets)?;
     let observations = merged[merged.len() - 1].1;
     if observations == 0.0 || observations.is_nan() {
         return None;
@@ -253,7 +286,11 @@ fn cumulative(buckets: &[(f64, f64)]) -> Option<Vec<(f64, f64)>> {
 /// objective, `upper` adds the bucket that contains it. Equal when the
 /// objective is a bucket boundary. `None` without observations or +Inf.
 pub fn share_within(objective: f64, buckets: &[(f64, f64)]) -> Option<ShareWithin> {
-    let merged = cumulative(buckets)?;
+    share_within_of(objective, &cumulative(buckets)?)
+}
+
+/// [`share_within`] of `merged` (from [`cumulative`]).
+fn share_within_of(objective: f64, merged: &[(f64, f64)]) -> Option<ShareWithin> {
     let total = merged[merged.len() - 1].1;
     if total == 0.0 || !total.is_finite() {
         return None;
@@ -391,5 +428,36 @@ mod tests {
         // Non-monotonic counts are forced up.
         let nm = [(0.1, 5.0), (0.2, 4.0), (f64::INFINITY, 10.0)];
         assert_eq!(histogram_quantile(0.45, &nm), Some(0.1 * (4.5 / 5.0)));
+    }
+
+    /// The buckets made cumulative once answer every quantile and share as
+    /// the one-shot functions do: out-of-range and NaN quantiles, no +Inf
+    /// bucket, no observations, unsorted and repeated bounds, decreasing
+    /// counts.
+    #[test]
+    fn cumulative_once_answers_as_each_call_does() {
+        let inf = f64::INFINITY;
+        let shapes: [&[(f64, f64)]; 7] = [
+            &[(0.1, 10.0), (0.5, 30.0), (1.0, 40.0), (inf, 40.0)],
+            &[(inf, 7.0), (0.5, 3.0), (0.5, 1.0), (0.1, 2.0)],
+            &[(0.1, 5.0), (0.2, 4.0), (inf, 10.0)],
+            &[(0.1, 0.0), (inf, 0.0)],
+            &[(0.1, 1.0), (0.2, 2.0)],
+            &[(inf, 3.0)],
+            &[],
+        ];
+        let same = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(x), Some(y)) => x.to_bits() == y.to_bits(),
+            (x, y) => x.is_none() && y.is_none(),
+        };
+        for b in shapes {
+            let c = Cumulative::of(b);
+            for q in [f64::NAN, -0.5, 0.0, 0.25, 0.5, 0.95, 0.99, 1.0, 1.5] {
+                assert!(same(c.quantile(q), histogram_quantile(q, b)), "q={q} on {b:?}");
+            }
+            for objective in [0.0, 0.1, 0.3, 0.5, 2.0, inf] {
+                assert_eq!(c.share_within(objective), share_within(objective, b), "{objective} on {b:?}");
+            }
+        }
     }
 }

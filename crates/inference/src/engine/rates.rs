@@ -10,7 +10,7 @@
 use super::Objectives;
 use super::view::{Keep, MaxPri, View, ratio};
 use crate::schema::{self, Input, Schema, Source};
-use crate::window::{Skip, histogram_quantile, share_within};
+use crate::window::{Cumulative, Skip};
 use infertel_model::Labels;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -113,11 +113,25 @@ const OBJECTIVE_KEYS: [ObjectiveKeys; 2] = [
 /// Bucket rates (upper bound, rate) of one histogram, or why there are none.
 type Buckets = Result<Vec<(f64, f64)>, Skip>;
 
+/// The index of counter `k` in [`COUNTERS`] (and in `Rates::counters`).
+fn counter_at(k: &str) -> Option<usize> {
+    COUNTERS.iter().position(|(n, _, _)| *n == k)
+}
+
+/// The index of histogram `k` in [`HISTOGRAMS`] (and in `Rates::histograms`).
+fn histogram_at(k: &str) -> Option<usize> {
+    HISTOGRAMS.iter().position(|(n, _)| *n == k)
+}
+
 /// The additive inputs of one engine, or of a sum of engines.
 #[derive(Clone, Debug)]
 pub struct Rates {
-    counters: BTreeMap<&'static str, Result<f64, Skip>>,
-    histograms: BTreeMap<&'static str, Buckets>,
+    /// Per counter of [`COUNTERS`], in its order: an evaluation sets all
+    /// of them and reads most, per engine, and keyed by name in a map each
+    /// insert and lookup compared strings.
+    counters: [Result<f64, Skip>; COUNTERS.len()],
+    /// Per histogram of [`HISTOGRAMS`], in its order.
+    histograms: [Buckets; HISTOGRAMS.len()],
     finished: Result<BTreeMap<String, f64>, Skip>,
     /// The last KV-cache usage of each engine.
     kv: Vec<f64>,
@@ -131,15 +145,15 @@ pub struct Rates {
     v0: bool,
     /// Engines summed.
     pub engines: usize,
-    /// Per counter, how many of the engines summed expose it.
-    present: BTreeMap<&'static str, usize>,
+    /// Per counter of [`COUNTERS`], how many of the engines summed expose it.
+    present: [usize; COUNTERS.len()],
 }
 
 impl Default for Rates {
     fn default() -> Self {
         Rates {
-            counters: BTreeMap::new(),
-            histograms: BTreeMap::new(),
+            counters: [Err(Skip::MissingInput); COUNTERS.len()],
+            histograms: std::array::from_fn(|_| Err(Skip::MissingInput)),
             finished: Err(Skip::MissingInput),
             kv: Vec::new(),
             kv_err: Skip::MissingInput,
@@ -148,7 +162,7 @@ impl Default for Rates {
             v0_hit_rate: Vec::new(),
             v0: false,
             engines: 0,
-            present: BTreeMap::new(),
+            present: [0; COUNTERS.len()],
         }
     }
 }
@@ -175,8 +189,8 @@ impl Rates {
     /// The inputs of the series `keep` selects in `v` (one engine group).
     pub(crate) fn of(v: &View, keep: Keep<'_>, schema: Schema) -> Rates {
         let mut r = Rates { engines: 1, v0: schema.is_v0(), ..Rates::default() };
-        for (key, input, suffix) in COUNTERS {
-            r.counters.insert(key, v.rate(input, suffix, keep));
+        for ((_, input, suffix), to) in COUNTERS.iter().zip(&mut r.counters) {
+            *to = v.rate(input, suffix, keep);
         }
         // Before 0.16 there is no prompt_tokens_cached: from 0.9.0 the prefix
         // cache counts tokens, so its hits are the cached prompt tokens. The
@@ -187,10 +201,10 @@ impl Rates {
             && !schema.prefix_cache_in_blocks()
             && !schema.is_v0()
         {
-            r.counters.insert("prompt_cached", r.counters["prefix_hits"]);
+            r.set_counter("prompt_cached", r.counter("prefix_hits"));
         }
-        for (key, input) in HISTOGRAMS {
-            r.histograms.insert(key, v.buckets(input, keep));
+        for ((_, input), to) in HISTOGRAMS.iter().zip(&mut r.histograms) {
+            *to = v.buckets(input, keep);
         }
         if schema.source() == Source::Triton {
             r.triton(v, keep);
@@ -225,8 +239,9 @@ impl Rates {
         }
         // An engine has a counter when it exposes the family, whatever its
         // window says (a replica that just started still belongs).
-        r.present =
-            r.counters.iter().filter(|(_, v)| !matches!(v, Err(Skip::MissingInput))).map(|(k, _)| (*k, 1)).collect();
+        for (v, n) in r.counters.iter().zip(&mut r.present) {
+            *n = usize::from(!matches!(v, Err(Skip::MissingInput)));
+        }
         r
     }
 
@@ -238,10 +253,10 @@ impl Rates {
     /// "fraction"}`).
     fn triton(&mut self, v: &View, keep: Keep<'_>) {
         let us = |input: &Input| v.rate(input, "", keep).map(|x| x * 1e-6);
-        self.counters.insert("requests", v.rate(&schema::TRITON_SUCCESS_IN, "", keep));
-        self.counters.insert("e2e", us(&schema::TRITON_DURATION_US));
-        self.counters.insert("queue", us(&schema::TRITON_QUEUE_US));
-        self.histograms.insert(
+        self.set_counter("requests", v.rate(&schema::TRITON_SUCCESS_IN, "", keep));
+        self.set_counter("e2e", us(&schema::TRITON_DURATION_US));
+        self.set_counter("queue", us(&schema::TRITON_QUEUE_US));
+        self.set_histogram(
             "ttft",
             v.buckets(&schema::TRITON_FIRST_RESPONSE_MS, keep)
                 .map(|b| b.into_iter().map(|(le, r)| (le * 1e-3, r)).collect()),
@@ -255,12 +270,14 @@ impl Rates {
 
     /// Adds another engine's inputs.
     pub fn add(&mut self, o: &Rates) {
-        for (k, v) in &o.counters {
-            let cur = self.counters.get(k).copied().unwrap_or(Err(Skip::MissingInput));
-            self.counters.insert(k, add(cur, *v));
+        // A counter or histogram the other has not (missing) leaves this
+        // one's as it is: `add` and the match below keep the present side,
+        // or the more telling reason.
+        for (cur, v) in self.counters.iter_mut().zip(&o.counters) {
+            *cur = add(*cur, *v);
         }
-        for (k, v) in &o.histograms {
-            let cur = self.histograms.remove(k).unwrap_or(Err(Skip::MissingInput));
+        for (slot, v) in self.histograms.iter_mut().zip(&o.histograms) {
+            let cur = std::mem::replace(slot, Err(Skip::MissingInput));
             let sum = match (cur, v) {
                 // Summed bucket by bucket, as `sum by (le)` does: only
                 // histograms with the same bounds can be (interleaved bounds
@@ -277,7 +294,7 @@ impl Rates {
                 (Err(_), Ok(b)) => Ok(b.clone()),
                 (Err(x), Err(y)) => Err(x.max_pri(*y)),
             };
-            self.histograms.insert(k, sum);
+            *slot = sum;
         }
         self.finished = match (std::mem::replace(&mut self.finished, Err(Skip::MissingInput)), &o.finished) {
             (Ok(mut a), Ok(b)) => {
@@ -302,30 +319,37 @@ impl Rates {
         self.v0_hit_rate.extend(&o.v0_hit_rate);
         self.v0 |= o.v0;
         self.engines += o.engines;
-        for (k, n) in &o.present {
-            *self.present.entry(k).or_default() += n;
+        for (n, o) in self.present.iter_mut().zip(&o.present) {
+            *n += o;
         }
     }
 
     pub(crate) fn counter(&self, k: &str) -> Result<f64, Skip> {
-        self.counters.get(k).copied().unwrap_or(Err(Skip::MissingInput))
+        counter_at(k).map_or(Err(Skip::MissingInput), |i| self.counters[i])
     }
 
-    fn histogram(&self, k: &str) -> Result<&[(f64, f64)], Skip> {
-        match self.histograms.get(k) {
-            Some(Ok(b)) => Ok(b),
-            Some(Err(e)) => Err(*e),
-            None => Err(Skip::MissingInput),
+    fn set_counter(&mut self, k: &str, v: Result<f64, Skip>) {
+        let i = counter_at(k);
+        debug_assert!(i.is_some(), "no counter {k}");
+        if let Some(i) = i {
+            self.counters[i] = v;
         }
     }
 
-    fn quantile(&self, k: &str, q: f64) -> Result<f64, Skip> {
-        let b = self.histogram(k)?;
-        match histogram_quantile(q, b) {
-            Some(x) if x.is_finite() => Ok(x),
-            Some(_) => Err(Skip::NonFinite),
-            None => Err(Skip::ZeroDenominator),
+    fn set_histogram(&mut self, k: &str, v: Buckets) {
+        let i = histogram_at(k);
+        debug_assert!(i.is_some(), "no histogram {k}");
+        if let Some(i) = i {
+            self.histograms[i] = v;
         }
+    }
+
+    /// Each histogram's buckets made cumulative once, in the order of
+    /// [`HISTOGRAMS`]: [`measures`](Self::measures) reads eleven quantiles
+    /// and two shares of three histograms, and sorted and merged the same
+    /// buckets again for each.
+    fn cumulative(&self) -> [Result<Cumulative, Skip>; HISTOGRAMS.len()] {
+        std::array::from_fn(|i| self.histograms[i].as_ref().map(|b| Cumulative::of(b)).map_err(|e| *e))
     }
 
     /// The KV-cache usage: of the engine, or the mean over the engines summed.
@@ -341,13 +365,21 @@ impl Rates {
     /// [`Measures`]); what cannot be computed is kept with its reason.
     pub fn measures(&self, o: &Objectives) -> Measures {
         let mut m = Measures::default();
+        let cumulative = self.cumulative();
+        let buckets =
+            |k: &str| histogram_at(k).map_or(Err(Skip::MissingInput), |i| cumulative[i].as_ref().map_err(|e| *e));
+        let quantile = |k: &str, q: f64| match buckets(k)?.quantile(q) {
+            Some(x) if x.is_finite() => Ok(x),
+            Some(_) => Err(Skip::NonFinite),
+            None => Err(Skip::ZeroDenominator),
+        };
         let c = |k: &str| self.counter(k);
         // An operand of a ratio must come from every engine summed: a mixed
         // fleet (a server without prefill histograms beside vLLM) would
         // otherwise divide one population's time by another's requests. A
         // rate alone is the sum of the engines that have it.
         let cr = |k: &str| {
-            let all = self.present.get(k).copied().unwrap_or(0) == self.engines || self.engines <= 1;
+            let all = counter_at(k).map_or(0, |i| self.present[i]) == self.engines || self.engines <= 1;
             if all { self.counter(k) } else { Err(Skip::MissingInput) }
         };
         let prefix = if self.v0 {
@@ -375,7 +407,7 @@ impl Rates {
         m.put("decode_share", ratio(cr("decode"), cr("e2e")));
         for (key, names) in QUANTILE_KEYS {
             for ((q, _, _), name) in QUANTILES.into_iter().zip(names) {
-                m.put(name, self.quantile(key, q));
+                m.put(name, quantile(key, q));
             }
         }
         m.put("tokens_per_iteration", ratio(cr("iteration_sum"), cr("iteration_count")));
@@ -433,10 +465,10 @@ impl Rates {
         // Objectives.
         let [ttft, itl] = &OBJECTIVE_KEYS;
         for (k, key, target, share_q) in [(ttft, "ttft", o.ttft_p95, 0.95), (itl, "itl", o.itl_p95, 0.95)] {
-            let measured = self.quantile(key, 0.95);
+            let measured = quantile(key, 0.95);
             m.put(k.measured, measured);
             m.put(k.headroom, ratio(Ok(target), measured));
-            let share = self.histogram(key).and_then(|b| share_within(target, b).ok_or(Skip::ZeroDenominator));
+            let share = buckets(key).and_then(|b| b.share_within(target).ok_or(Skip::ZeroDenominator));
             match share {
                 Ok(w) => {
                     m.put(k.share_lower, Ok(w.lower));

@@ -266,7 +266,15 @@ impl<'a> View<'a> {
             {
                 delta += f.value;
             }
-            *deltas.entry(l.get(by).unwrap_or("").to_string()).or_default() += delta;
+            // The child's key is copied only the first time it is met.
+            let child = l.get(by).unwrap_or("");
+            match deltas.get_mut(child) {
+                Some(d) => *d += delta,
+                None => {
+                    // 0.0 + delta, as the default plus delta was (-0.0 stays 0.0).
+                    deltas.insert(child.to_string(), 0.0 + delta);
+                }
+            }
         }
         Ok(groups
             .into_iter()
@@ -341,12 +349,7 @@ impl<'a> View<'a> {
     /// that `keep` keeps and that has a sample in the window, in entry
     /// order; `MissingInput` when there is none.
     pub(crate) fn increases(&self, input: &Input, suffix: &'static str, keep: Keep<'_>) -> Result<Increases<'a>, Skip> {
-        let name = self.pick(input, suffix).ok_or(Skip::MissingInput)?;
-        let m = &self.st.series[&WireName(name)];
-        let rows = self.window_rows(m);
-        let out: Vec<_> = (m.entries.iter().filter(|e| keep.keeps(e)))
-            .filter_map(|e| Some((e, self.st.rows.increase(e.column, rows.clone())?)))
-            .collect();
+        let out: Vec<_> = self.each_increase(input, suffix, keep)?.collect();
         if out.is_empty() { Err(Skip::MissingInput) } else { Ok(out) }
     }
 
@@ -384,13 +387,31 @@ impl<'a> View<'a> {
         self.st.rows.newest_in(c, self.window_rows(m)).map(|r| self.st.rows.time(r))
     }
 
-    /// Sum of per-series rates.
+    /// Each series of `input` (+ `suffix`) that `keep` keeps, with its
+    /// increase over the window where it has a sample there, in entry
+    /// order: what [`increases`](Self::increases) collects, for the readers
+    /// that fold it (an evaluation reads some 50 sums per engine).
+    fn each_increase<'v>(
+        &'v self,
+        input: &Input,
+        suffix: &'static str,
+        keep: Keep<'v>,
+    ) -> Result<impl Iterator<Item = (&'a Entry, Result<Increase, Skip>)> + 'v, Skip> {
+        let name = self.pick(input, suffix).ok_or(Skip::MissingInput)?;
+        let m = &self.st.series[&WireName(name)];
+        let rows = self.window_rows(m);
+        Ok((m.entries.iter().filter(move |e| keep.keeps(e)))
+            .filter_map(move |e| Some((e, self.st.rows.increase(e.column, rows.clone())?))))
+    }
+
+    /// Sum of per-series rates: the first series' reason when one has no
+    /// rate; `MissingInput` without a series.
     pub(crate) fn rate(&self, input: &Input, suffix: &'static str, keep: Keep<'_>) -> Result<f64, Skip> {
-        let mut sum = 0.0;
-        for (_, i) in self.increases(input, suffix, keep)? {
-            sum += i?.rate();
+        let mut sum = None;
+        for (_, i) in self.each_increase(input, suffix, keep)? {
+            sum = Some(sum.unwrap_or(0.0) + i?.rate());
         }
-        Ok(sum)
+        sum.ok_or(Skip::MissingInput)
     }
 
     /// The bucket rates of histogram `input` (upper bound, rate) over the series `keep` selects.
@@ -402,12 +423,14 @@ impl<'a> View<'a> {
             input.key
         );
         let mut buckets = Vec::new();
-        for (e, increase) in self.increases(input, "_bucket", keep)? {
+        let mut any = false;
+        for (e, increase) in self.each_increase(input, "_bucket", keep)? {
+            any = true;
             if let Some(le) = e.le {
                 buckets.push((le, increase?.rate()));
             }
         }
-        Ok(buckets)
+        if any { Ok(buckets) } else { Err(Skip::MissingInput) }
     }
 
     /// Gauge: (last, mean, max, min) over the window, summed over series for `last`.

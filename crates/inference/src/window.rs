@@ -162,7 +162,7 @@ pub fn increase(samples: &[Sample]) -> Result<Increase, Skip> {
 /// inside the bucket, the highest finite bound when the rank falls in +Inf.
 /// `None` where Prometheus returns NaN (no +Inf bucket, no observations).
 pub fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
-    if q.is_nan() || q < 0.0 || q > 1.0 {
+    if !(0.0..=1.0).contains(&q) {
         return quantile_of(q, &[]);
     }
     quantile_of(q, &cumulative(buckets)?)
@@ -181,7 +181,7 @@ impl Cumulative {
 
     /// What [`histogram_quantile`] gives for these buckets.
     pub fn quantile(&self, q: f64) -> Option<f64> {
-        if q.is_nan() || q < 0.0 || q > 1.0 {
+        if !(0.0..=1.0).contains(&q) {
             return quantile_of(q, &[]);
         }
         quantile_of(q, self.0.as_deref()?)
